@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Creates .venv/ at the repo root and installs Narratoria with every pinned
+# dependency, including the model packages. Idempotent: when pyproject.toml has
+# not changed since the last successful install, it only verifies the command.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+python="${PYTHON:-python3}"
+stamp=".venv/.narratoria-installed"
+want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+
+# setuptools' editable finder imports pathlib and more at *every* interpreter start
+# (~17 ms), and every Python skill process pays for it. A plain path entry to a
+# tree of symlinks onto runtime/, actors/ and clients/ costs nothing at start-up and
+# still picks up new modules without reinstalling.
+link_package() {
+    local site links
+    site="$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+    links="$root/.venv/narratoria-src/narratoria"
+    mkdir -p "$links"
+    for pkg in runtime actors clients; do ln -sfn "$root/$pkg" "$links/$pkg"; done
+    rm -f "$site"/__editable__.narratoria-*.pth "$site"/__editable___narratoria_*_finder.py
+    echo "$root/.venv/narratoria-src" > "$site/narratoria.pth"
+}
+
+if [ ! -x .venv/bin/python ]; then
+    echo "setup: creating .venv with $($python --version 2>&1)"
+    "$python" -m venv .venv
+fi
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x .venv/bin/narratoria ]; then
+    echo "setup: .venv is up to date"
+else
+    # llama-cpp-python builds from source (about 7 minutes on 2 cores); pip caches
+    # the wheel, so only the first install on a machine pays for it.
+    echo "setup: installing narratoria and its pinned dependencies into .venv (first time: ~10 min)"
+    # The machine's pip configuration names index folders that may not exist;
+    # pip warns once per package about them, which drowns the real progress.
+    set +e
+    .venv/bin/python -m pip install --progress-bar off -e ".[test]" 2>&1 \
+        | grep -v -e "is ignored: it is neither a file nor a directory" \
+                  -e "^Requirement already satisfied"
+    status=${PIPESTATUS[0]}
+    set -e
+    if [ "$status" -ne 0 ]; then
+        echo "setup: pip install failed (exit $status); see the messages above" >&2
+        exit "$status"
+    fi
+    link_package
+    echo "$want" > "$stamp"
+fi
+.venv/bin/narratoria --version
