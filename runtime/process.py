@@ -249,13 +249,13 @@ class _Session:
 
     async def run(self, stdin: bytes) -> None:
         proc, limits = self.proc, self.limits
-        self.tasks.append(asyncio.create_task(self._write_stdin(stdin)))
         stderr_task = asyncio.create_task(self._read_stderr())
-        self.tasks.append(stderr_task)
         stdout_task = asyncio.create_task(self._read_stdout())
+        # Order matters to reap(): [writer, stderr reader, stdout reader, ...].
+        self.tasks += [asyncio.create_task(self._write_stdin(stdin)), stderr_task, stdout_task]
         wait_task = asyncio.create_task(self.exited.wait())
         done_task = asyncio.create_task(self.done_seen.wait())
-        self.tasks += [stdout_task, wait_task, done_task]
+        self.tasks += [wait_task, done_task]
         deadline = self.started + limits.timeout_s
         exited_at: float | None = None
 
@@ -384,6 +384,11 @@ class _Session:
             raise
         finally:
             self.outcome.exit_code = proc.returncode
+            # With the group dead the pipes reach EOF at once: let the readers take the
+            # last bytes (a crash's traceback is the end of stderr) before stopping them.
+            readers = [t for t in self.tasks[1:3] if not t.done()]
+            if readers:
+                await asyncio.wait(readers, timeout=EXIT_DRAIN_S / 4)
             # A descendant that left the process group may still hold the pipes;
             # closing our ends releases the transport without waiting for it.
             proc._transport.close()  # noqa: SLF001 - no public way to drop the pipes

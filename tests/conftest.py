@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +23,37 @@ def process_alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def fixture_processes() -> list[tuple[int, str]]:
+    """Live processes started from the test skills (their command lines name them)."""
+    marker = str(FIXTURE_SKILLS).encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if marker in cmdline and process_alive(int(entry.name)):
+            found.append((int(entry.name), cmdline.replace(b"\0", b" ").decode(errors="replace")))
+    return found
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_processes():
+    """After every test, no process of a test skill may survive its invocation."""
+    yield
+    deadline = time.monotonic() + 3.0
+    while (left := fixture_processes()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for pid, _ in left:  # clean up so one leak does not fail every later test
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    assert not left, f"skill processes outlived their invocation: {left}"
 
 
 @pytest.fixture
