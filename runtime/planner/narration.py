@@ -1,0 +1,97 @@
+"""Narration (§7.1 step "narration"): the turn's prose, streamed as it is generated.
+
+It shares the planner's model and lock: pass the :class:`~.model.ModelPlanner`
+(or call ``planner.narrate(context)``). A bare ``llama_cpp.Llama`` also works, with
+an optional lock, for tools and benchmarks that hold a model of their own.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ContextManager
+
+from .model import ModelPlanner
+
+if TYPE_CHECKING:
+    from llama_cpp import Llama
+
+NARRATION_MAX_TOKENS = 220
+CONTEXT_BUDGET = 400  # characters per context part: the model writes better from less
+
+NARRATOR_ROLE = (
+    "You are the narrator of an interactive story. Write 2-3 short paragraphs in the "
+    "second person (\"you\") telling what happens after the player's action, using the "
+    "outcomes given. Never speak, think or decide for the player character, and never "
+    "list choices: stop when it is the player's turn to act."
+)
+
+
+@dataclass(frozen=True)
+class NarrationContext:
+    """What the narrator is told about the turn; every part is optional but the action."""
+
+    player_input: str
+    scene: str = ""                                  # where we are, what just happened
+    outcomes: Sequence[str] = ()                     # tool summaries: "You rolled 9 (2d6)."
+    memories: Sequence[str] = ()                     # relevant earlier events
+    state: Mapping[str, Any] = field(default_factory=dict)
+
+
+def narration_messages(context: NarrationContext) -> list[dict[str, str]]:
+    parts: list[str] = []
+    if context.scene.strip():
+        parts.append(f"Scene: {_clip(context.scene)}")
+    if context.memories:
+        parts.append("Earlier: " + _clip(" ".join(context.memories)))
+    if context.state:
+        state = json.dumps(dict(context.state), separators=(",", ":"), default=str)
+        parts.append(f"State: {_clip(state)}")
+    parts.append(f"Player action: {_clip(' '.join(context.player_input.split()))}")
+    if context.outcomes:
+        parts.append("Outcomes: " + _clip(" ".join(context.outcomes)))
+    return [{"role": "system", "content": NARRATOR_ROLE},
+            {"role": "user", "content": "\n".join(parts)}]
+
+
+def stream_narration(source: ModelPlanner | Llama, context: NarrationContext | str, *,
+                     max_tokens: int = NARRATION_MAX_TOKENS, temperature: float = 0.7,
+                     cancel: threading.Event | None = None,
+                     lock: ContextManager[Any] | None = None) -> Iterator[str]:
+    """Narration pieces as the model generates them.
+
+    With a ModelPlanner the planner's FIFO lock is taken on the first ``next()`` and
+    held until the iterator ends or is closed; ``lock`` is only for a bare ``Llama``.
+    """
+    if isinstance(context, str):
+        context = NarrationContext(player_input=context)
+    messages = narration_messages(context)
+    # Small models loop on a phrase; a mild repeat penalty keeps prose moving.
+    options: dict[str, Any] = {"max_tokens": max_tokens, "temperature": temperature,
+                               "top_p": 0.9, "repeat_penalty": 1.15}
+    if isinstance(source, ModelPlanner):  # its FIFO lock and its stats
+        return source.stream(messages, "narration", cancel=cancel, **options)
+    return _stream_llm(source, messages, lock, cancel, options)
+
+
+def _stream_llm(llm: Llama, messages: list[dict[str, str]], lock: ContextManager[Any] | None,
+                cancel: threading.Event | None, options: dict[str, Any]) -> Iterator[str]:
+    with lock if lock is not None else nullcontext():
+        chunks = llm.create_chat_completion(messages, stream=True, **options)
+        try:
+            for chunk in chunks:
+                piece = chunk["choices"][0]["delta"].get("content")
+                if piece:
+                    yield piece
+                if cancel is not None and cancel.is_set():
+                    break
+        finally:
+            chunks.close()
+
+
+def _clip(text: str, budget: int = CONTEXT_BUDGET) -> str:
+    text = text.strip()
+    return text if len(text) <= budget else text[:budget - 1].rstrip() + "…"
