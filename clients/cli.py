@@ -237,6 +237,22 @@ def cmd_bench_protocol(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench_store(args: argparse.Namespace) -> int:
+    from .bench_store import run_store_bench, write_markdown
+
+    report = run_store_bench(memories=args.memories, records=args.records, lore=args.lore,
+                             queries=args.queries, with_model=not args.no_model,
+                             progress=not args.json)
+    if args.write:
+        write_markdown(Path(args.write), report, " ".join(["narratoria", *sys.argv[1:]]))
+    if args.json:
+        _print_json(report)
+    else:
+        for line in report["summary"]:
+            print(line)
+    return 0
+
+
 # -- parser ------------------------------------------------------------------------------
 
 def _add_skill_dirs(p: argparse.ArgumentParser) -> None:
@@ -300,6 +316,16 @@ def build_parser() -> argparse.ArgumentParser:
     proto.add_argument("--write", metavar="FILE", help="append the results to FILE (markdown)")
     proto.add_argument("--json", action="store_true")
     proto.set_defaults(func=cmd_bench_protocol)
+    store = bench_sub.add_parser("store", help="engine and persistence layer on DuckDB files")
+    store.add_argument("--memories", type=int, default=10_000, help="engine memories (hash)")
+    store.add_argument("--records", type=int, default=10_000, help="store records (MiniLM)")
+    store.add_argument("--lore", type=int, default=2_500, help="lore chunks to bulk-ingest")
+    store.add_argument("--queries", type=int, default=200)
+    store.add_argument("--no-model", action="store_true",
+                       help="skip the part that needs the real embedding model")
+    store.add_argument("--write", metavar="FILE", help="append the results to FILE (markdown)")
+    store.add_argument("--json", action="store_true")
+    store.set_defaults(func=cmd_bench_store)
     return parser
 
 

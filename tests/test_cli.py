@@ -117,3 +117,12 @@ def test_bench_protocol_json_reports_against_a_same_run_baseline(tmp_path):
     assert doc["bareSpawnMs"]["median"] > 0 and doc["singleToolPlanMs"]["median"] > 0
     assert "planOverheadPct" in doc and doc["parallelPlan"]["tools"] == 2
     assert "bare `python -c pass` spawn" in out.read_text()
+
+
+def test_bench_store_json_small(tmp_path):
+    out = tmp_path / "BENCH.md"
+    proc = cli("bench", "store", "--memories", "200", "--queries", "5", "--no-model", "--json",
+               "--write", str(out), check=True)
+    doc = json.loads(proc.stdout)
+    assert doc["engine"]["insertsPerS"] > 0 and doc["engine"]["queryStateMs"]["n"] == 5
+    assert "query_state" in out.read_text()

@@ -19,3 +19,43 @@ __all__ = [
     "set_path",
     "split_path",
 ]
+
+# The narrative state engine (phantom-state-engine.md): bounded character knowledge
+# with branching takes, on DuckDB.
+from .chunking import GRANULARITIES, Chunk, chunk_text
+from .engine import NarrativeStateEngine
+from .models import (
+    CharacterState,
+    CorpusChunk,
+    DuplicateError,
+    EngineConfig,
+    Fact,
+    InvalidArgumentError,
+    Memory,
+    NarrativeStateError,
+    Take,
+    UnknownCharacterError,
+    UnknownFactError,
+    UnknownMomentError,
+    UnknownTakeError,
+)
+
+__all__ += [
+    "CharacterState",
+    "Chunk",
+    "CorpusChunk",
+    "DuplicateError",
+    "EngineConfig",
+    "Fact",
+    "GRANULARITIES",
+    "InvalidArgumentError",
+    "Memory",
+    "NarrativeStateEngine",
+    "NarrativeStateError",
+    "Take",
+    "UnknownCharacterError",
+    "UnknownFactError",
+    "UnknownMomentError",
+    "UnknownTakeError",
+    "chunk_text",
+]
