@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -14,6 +15,12 @@ TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
 FIXTURE_SKILLS = TESTS / "fixtures" / "skills"
 BUILTIN_SKILLS = REPO / "skills"
+
+# Skill processes get TMPDIR from the runtime (and their children inherit it), so a
+# TMPDIR of this run's own marks every process this run started: the leak check
+# below must never count, or kill, the processes of another test run on the machine.
+RUN_TMPDIR = tempfile.mkdtemp(prefix="narratoria-tests-")
+os.environ["TMPDIR"] = RUN_TMPDIR
 
 
 def process_alive(pid: int) -> bool:
@@ -28,15 +35,18 @@ def process_alive(pid: int) -> bool:
 def fixture_processes() -> list[tuple[int, str]]:
     """Live processes started from the test skills (their command lines name them)."""
     marker = str(FIXTURE_SKILLS).encode()
+    ours = f"TMPDIR={RUN_TMPDIR}".encode()
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         try:
             cmdline = (entry / "cmdline").read_bytes()
+            if marker not in cmdline or ours not in (entry / "environ").read_bytes().split(b"\0"):
+                continue
         except OSError:
             continue
-        if marker in cmdline and process_alive(int(entry.name)):
+        if process_alive(int(entry.name)):
             found.append((int(entry.name), cmdline.replace(b"\0", b" ").decode(errors="replace")))
     return found
 
