@@ -531,7 +531,7 @@ DOCUMENT = textwrap.dedent("""\
     ("manual", [DOCUMENT.split("<!-- chunk -->")[0].strip(), "It was unsigned."]),
     ("page", [DOCUMENT.strip().replace("\n\n\n", "\n\n")]),
 ])
-def test_load_document_with_each_chunker(engine, tmp_path, chunker, expected):
+def test_load_document_with_each_chunker(tmp_path, chunker, expected):
     path = tmp_path / "story.md"
     path.write_text(DOCUMENT, encoding="utf-8")
     embedder = CountingHash(32)
