@@ -53,9 +53,7 @@ parses in ~0.3 ms. Vectors come back only when the cache must be filled.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 import threading
 from collections import deque
 from contextlib import contextmanager
@@ -102,16 +100,6 @@ _CORPUS_FIELDS = ("content", "source", "section", "category", "version", "metada
 # Past this many missing ids a cache fill reads the whole group: one scan beats
 # a long id list (DuckDB converts list parameters element by element).
 _FILL_BY_ID_MAX = 256
-
-
-def _skip_failing_pandas_imports() -> None:
-    # DuckDB's Python binding tries `import pandas` twice for every parameter value
-    # it converts (to spot pandas' NA). Without pandas each try is a failed import
-    # that searches sys.path (~65 µs): a ten-value INSERT paid ~1.3 ms for it. A None
-    # in sys.modules makes that failure immediate, and it means exactly what the
-    # failed search meant: pandas is not installed.
-    if "pandas" not in sys.modules and importlib.util.find_spec("pandas") is None:
-        sys.modules["pandas"] = None  # type: ignore[assignment]
 
 
 # ----------------------------------------------------------------------
@@ -311,7 +299,6 @@ class NarrativeStateEngine:
                  embedder: EmbeddingBackend | None = None) -> None:
         self.config = config
         self._check_config(config)
-        _skip_failing_pandas_imports()
         self._embedder = embedder if embedder is not None else make_backend(EmbeddingSettings(
             backend=config.embedding_backend, dimensions=config.vector_dimensions,
             openai_model=config.openai_model, openai_api_key=config.openai_api_key))
