@@ -222,11 +222,8 @@ def cmd_skills_check(args: argparse.Namespace) -> int:
 
 # -- bench -------------------------------------------------------------------------------
 
-def cmd_bench_protocol(args: argparse.Namespace) -> int:
-    from .bench import run_protocol_bench, write_markdown
-
-    report = run_protocol_bench(iterations=args.iterations, parallel=args.parallel,
-                                progress=not args.json)
+def _emit_report(args: argparse.Namespace, report: dict[str, Any], write_markdown) -> int:
+    """Append to --write FILE with the command line, then print JSON or the summary."""
     if args.write:
         write_markdown(Path(args.write), report, " ".join(["narratoria", *sys.argv[1:]]))
     if args.json:
@@ -235,6 +232,14 @@ def cmd_bench_protocol(args: argparse.Namespace) -> int:
         for line in report["summary"]:
             print(line)
     return 0
+
+
+def cmd_bench_protocol(args: argparse.Namespace) -> int:
+    from .bench import run_protocol_bench, write_markdown
+
+    report = run_protocol_bench(iterations=args.iterations, parallel=args.parallel,
+                                progress=not args.json)
+    return _emit_report(args, report, write_markdown)
 
 
 def cmd_bench_store(args: argparse.Namespace) -> int:
@@ -243,14 +248,7 @@ def cmd_bench_store(args: argparse.Namespace) -> int:
     report = run_store_bench(memories=args.memories, records=args.records, lore=args.lore,
                              queries=args.queries, with_model=not args.no_model,
                              progress=not args.json)
-    if args.write:
-        write_markdown(Path(args.write), report, " ".join(["narratoria", *sys.argv[1:]]))
-    if args.json:
-        _print_json(report)
-    else:
-        for line in report["summary"]:
-            print(line)
-    return 0
+    return _emit_report(args, report, write_markdown)
 
 
 # -- parser ------------------------------------------------------------------------------
