@@ -58,6 +58,32 @@ def connect(path: str | Path = ":memory:", *, read_only: bool = False) -> duckdb
     return con
 
 
+def literal(value: str | int | float | bool | None) -> str:
+    """``value`` as a DuckDB SQL literal, for the few hot writes that skip parameters.
+
+    A statement with parameters costs DuckDB a prepare and a bind besides the run:
+    a one-row insert into the memories table took 2.8 ms with parameters and 1.5 ms
+    as one literal statement. Strings are standard SQL literals (a quote doubled,
+    nothing else special: DuckDB has no backslash escapes in '...'); NUL, which a
+    literal cannot carry, is refused; only finite floats are written.
+    """
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(int(value))
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise DatabaseError(f"cannot store the non-finite number {value!r}")
+        return f"{value!r}::DOUBLE"
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise DatabaseError("text containing a NUL character cannot be stored")
+        return "'" + value.replace("'", "''") + "'"
+    raise DatabaseError(f"no SQL literal for a {type(value).__name__}")
+
+
 @dataclass(frozen=True)
 class Migration:
     version: int

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import duckdb
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from narratoria.runtime.db import DatabaseError, Migration, connect, migrate, schema_version
+from narratoria.runtime.db import (DatabaseError, Migration, connect, literal, migrate,
+                                   schema_version)
 
 
 def test_vss_is_loaded_from_the_package_and_hnsw_indexes_work(tmp_path):
@@ -72,3 +75,28 @@ def test_a_newer_database_is_refused(tmp_path):
 def test_migration_versions_must_increase(tmp_path):
     with pytest.raises(DatabaseError):
         migrate(connect(), "demo", [Migration(2, "b", _create), Migration(1, "a", _create)])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.none(), st.booleans(), st.integers(-2**63, 2**63 - 1),
+                 st.floats(allow_nan=False, allow_infinity=False),
+                 st.text(alphabet=st.characters(blacklist_characters="\x00"))))
+def test_a_literal_reads_back_as_the_same_value(value):
+    con = _literal_con()
+    (got,) = con.execute(f"SELECT {literal(value)}").fetchone()
+    assert got == value and type(got) is type(value)
+
+
+def test_literals_refuse_what_sql_text_cannot_carry():
+    for bad in ("a\x00b", float("nan"), float("inf"), b"bytes", [1]):
+        with pytest.raises(DatabaseError):
+            literal(bad)
+
+
+_CON: list[duckdb.DuckDBPyConnection] = []
+
+
+def _literal_con() -> duckdb.DuckDBPyConnection:
+    if not _CON:
+        _CON.append(duckdb.connect())
+    return _CON[0]

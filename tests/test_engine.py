@@ -191,6 +191,23 @@ def test_dialogue_is_all_or_nothing(engine):
     assert row_counts(engine) == before
 
 
+def test_memory_text_and_tags_round_trip_exactly_through_the_file(tmp_path):
+    """Memories are written as literal SQL (db.literal): quotes, backslashes,
+    placeholders and any Unicode must come back byte for byte after a reopen."""
+    tricky = ["O'Brien said ''hi''; DROP TABLE x; --", "back\\slash \\' ? $1 :name",
+              "naïve 龍 🐉 \t tab \n newline", "'"]
+    with hash_engine(tmp_path / "e.duckdb") as first:
+        take = _world(first)
+        ids = [first.embed_memory("a", text, "m1", take, "said", tags={"q": text}) for text in tricky]
+        first.dialogue("b", tricky[0], "m2", take, listeners=["c"])
+    with hash_engine(tmp_path / "e.duckdb") as reopened:  # a fresh cache reads the file
+        got = reopened.query_state("a", "m1", take).memories
+        assert [(m.id, m.chunk, m.tags) for m in got] == [(i, t, {"q": t}) for i, t in zip(ids, tricky)]
+        assert [m.chunk for m in reopened.query_state("c", "m2", take).memories] == [tricky[0]]
+        with pytest.raises(InvalidArgumentError, match="NUL"):
+            reopened.embed_memory("a", "nul\x00byte", "m1", take, "said")
+
+
 def test_duplicate_memories_are_kept(engine):
     take = _world(engine)
     first = engine.embed_memory("a", "I saw a light.", "m1", take, "perceived")

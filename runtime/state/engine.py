@@ -48,7 +48,10 @@ from DuckDB before scoring. The FLOAT[dim] column stays the authoritative copy.
 Vectors travel to DuckDB as text (``string_split(?, ',')::FLOAT[dim]``): DuckDB's
 Python binding converts a list or array parameter element by element (~12 µs a
 float even with the pandas fix below, 130 µs without), while a 384-float string
-parses in ~0.3 ms. Vectors come back only when the cache must be filled.
+parses in ~0.3 ms. Vectors come back only when the cache must be filled. A
+memory, the hot write, goes as one literal statement without parameters
+(``db.literal``): DuckDB's prepare-and-bind doubled its cost. What remains per
+memory is DuckDB's commit (~0.6 ms) and its text-to-FLOAT[384] cast (~0.75 ms).
 """
 
 from __future__ import annotations
@@ -64,8 +67,9 @@ from typing import Any, Callable, Iterator, Sequence
 import duckdb
 import numpy as np
 
-from ..db import connect, migrate
-from ..embedding import LOCAL_MODEL, EmbeddingBackend, EmbeddingSettings, make_backend
+from ..db import connect, literal, migrate
+from ..embedding import (LOCAL_MODEL, EmbeddingBackend, EmbeddingError, EmbeddingSettings,
+                         make_backend)
 from .chunking import chunk_text
 from .engine_schema import COMPONENT, SCHEMA, migrations, stored_dimensions
 from .models import (
@@ -124,6 +128,8 @@ def _json_dict(text: str | None) -> dict[str, Any]:
 def _check_text(value: Any, what: str, *, allow_empty: bool = False) -> str:
     if not isinstance(value, str) or (not allow_empty and not value):
         raise InvalidArgumentError(f"{what} must be a non-empty string, not {value!r}")
+    if "\x00" in value:
+        raise InvalidArgumentError(f"{what} contains a NUL character")
     return value
 
 
@@ -419,6 +425,8 @@ class NarrativeStateEngine:
             raise NarrativeStateError("the narrative state engine is closed")
 
     def _vector_text(self, vector: np.ndarray) -> str:
+        if not np.isfinite(vector).all():
+            raise EmbeddingError(f"the {self._embedder.model} embedder returned a non-finite vector")
         return self._vector_format % tuple(vector.tolist())
 
     def _memory_cache(self, character_id: str) -> _RowCache:
@@ -719,18 +727,19 @@ class NarrativeStateEngine:
         seq = self._moment_seq(moment_id)
         self._scope(take_id)
         vector = self._embedder.embed(chunk)  # outside the write lock: a model takes its time
-        vector_text = self._vector_text(vector)
-        model, version = self._embedder.model, self._embedder.version
-        values = ", ".join([f"(?, ?, ?, {self._vector_sql}, ?, ?, ?, ?, ?, ?, ?)"] * len(rows))
+        vector_sql = f"string_split('{self._vector_text(vector)}', ',')::FLOAT[{len(vector)}]"
+        fixed = ", ".join(literal(v) for v in (chunk, self._embedder.model, self._embedder.version,
+                                               moment_id, seq, take_id))
         with self._writing() as con:
             ids = self._reserve_memory_ids(con, len(rows))
-            params: list[Any] = []
-            for memory_id, (character_id, chunk_type, tags) in zip(ids, rows):
-                params += [memory_id, character_id, chunk, vector_text, model, version, moment_id,
-                           seq, take_id, chunk_type, tags]
-            con.execute(f"INSERT INTO {SCHEMA}.memories (id, character_id, chunk, embedding, "
+            # One literal statement, no parameters: half the cost (see db.literal).
+            values = ", ".join(
+                f"({memory_id}, {literal(character_id)}, {vector_sql}, {fixed}, "
+                f"{literal(chunk_type)}, {literal(tags)})"
+                for memory_id, (character_id, chunk_type, tags) in zip(ids, rows))
+            con.execute(f"INSERT INTO {SCHEMA}.memories (id, character_id, embedding, chunk, "
                         "embedding_model, embedding_version, moment_id, moment_seq, take_id, "
-                        f"chunk_type, tags) VALUES {values}", params)
+                        f"chunk_type, tags) VALUES {values}")
             # Committed: cache the rows (under the lock, so in id order) so that
             # queries need not read the vectors back.
             for memory_id, (character_id, chunk_type, tags) in zip(ids, rows):
