@@ -18,7 +18,7 @@ link_package() {
     site="$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
     links="$root/.venv/narratoria-src/narratoria"
     mkdir -p "$links"
-    for pkg in runtime actors clients; do ln -sfn "$root/$pkg" "$links/$pkg"; done
+    for pkg in runtime actors clients proto; do ln -sfn "$root/$pkg" "$links/$pkg"; done
     rm -f "$site"/__editable__.narratoria-*.pth "$site"/__editable___narratoria_*_finder.py
     echo "$root/.venv/narratoria-src" > "$site/narratoria.pth"
 }

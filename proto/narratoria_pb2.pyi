@@ -1,0 +1,384 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Session(_message.Message):
+    __slots__ = ("id", "campaign", "status", "created_at_ms", "updated_at_ms", "turns", "playthrough_id", "last_narration", "choices", "title")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    CAMPAIGN_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    TURNS_FIELD_NUMBER: _ClassVar[int]
+    PLAYTHROUGH_ID_FIELD_NUMBER: _ClassVar[int]
+    LAST_NARRATION_FIELD_NUMBER: _ClassVar[int]
+    CHOICES_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    campaign: str
+    status: str
+    created_at_ms: int
+    updated_at_ms: int
+    turns: int
+    playthrough_id: str
+    last_narration: str
+    choices: _containers.RepeatedScalarFieldContainer[str]
+    title: str
+    def __init__(self, id: _Optional[str] = ..., campaign: _Optional[str] = ..., status: _Optional[str] = ..., created_at_ms: _Optional[int] = ..., updated_at_ms: _Optional[int] = ..., turns: _Optional[int] = ..., playthrough_id: _Optional[str] = ..., last_narration: _Optional[str] = ..., choices: _Optional[_Iterable[str]] = ..., title: _Optional[str] = ...) -> None: ...
+
+class CreateSessionRequest(_message.Message):
+    __slots__ = ("campaign", "title")
+    CAMPAIGN_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    campaign: str
+    title: str
+    def __init__(self, campaign: _Optional[str] = ..., title: _Optional[str] = ...) -> None: ...
+
+class SessionRef(_message.Message):
+    __slots__ = ("session_id",)
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+
+class ListSessionsRequest(_message.Message):
+    __slots__ = ("include_ended",)
+    INCLUDE_ENDED_FIELD_NUMBER: _ClassVar[int]
+    include_ended: bool
+    def __init__(self, include_ended: _Optional[bool] = ...) -> None: ...
+
+class ListSessionsResponse(_message.Message):
+    __slots__ = ("sessions",)
+    SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    sessions: _containers.RepeatedCompositeFieldContainer[Session]
+    def __init__(self, sessions: _Optional[_Iterable[_Union[Session, _Mapping]]] = ...) -> None: ...
+
+class SessionState(_message.Message):
+    __slots__ = ("session_id", "state_json", "stats_json", "turns")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_JSON_FIELD_NUMBER: _ClassVar[int]
+    STATS_JSON_FIELD_NUMBER: _ClassVar[int]
+    TURNS_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    state_json: str
+    stats_json: str
+    turns: int
+    def __init__(self, session_id: _Optional[str] = ..., state_json: _Optional[str] = ..., stats_json: _Optional[str] = ..., turns: _Optional[int] = ...) -> None: ...
+
+class TurnRequest(_message.Message):
+    __slots__ = ("session_id", "text", "choice")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    CHOICE_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    text: str
+    choice: int
+    def __init__(self, session_id: _Optional[str] = ..., text: _Optional[str] = ..., choice: _Optional[int] = ...) -> None: ...
+
+class TurnEvent(_message.Message):
+    __slots__ = ("turn_id", "seq", "at_ms", "started", "phase", "plan", "tool_started", "tool_event", "tool_finished", "replan", "fallback", "narration", "choices", "done")
+    TURN_ID_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    AT_MS_FIELD_NUMBER: _ClassVar[int]
+    STARTED_FIELD_NUMBER: _ClassVar[int]
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    PLAN_FIELD_NUMBER: _ClassVar[int]
+    TOOL_STARTED_FIELD_NUMBER: _ClassVar[int]
+    TOOL_EVENT_FIELD_NUMBER: _ClassVar[int]
+    TOOL_FINISHED_FIELD_NUMBER: _ClassVar[int]
+    REPLAN_FIELD_NUMBER: _ClassVar[int]
+    FALLBACK_FIELD_NUMBER: _ClassVar[int]
+    NARRATION_FIELD_NUMBER: _ClassVar[int]
+    CHOICES_FIELD_NUMBER: _ClassVar[int]
+    DONE_FIELD_NUMBER: _ClassVar[int]
+    turn_id: str
+    seq: int
+    at_ms: int
+    started: TurnStarted
+    phase: PhaseChanged
+    plan: PlanGenerated
+    tool_started: ToolStarted
+    tool_event: ToolOutput
+    tool_finished: ToolFinished
+    replan: Replan
+    fallback: Fallback
+    narration: NarrationToken
+    choices: Choices
+    done: TurnDone
+    def __init__(self, turn_id: _Optional[str] = ..., seq: _Optional[int] = ..., at_ms: _Optional[int] = ..., started: _Optional[_Union[TurnStarted, _Mapping]] = ..., phase: _Optional[_Union[PhaseChanged, _Mapping]] = ..., plan: _Optional[_Union[PlanGenerated, _Mapping]] = ..., tool_started: _Optional[_Union[ToolStarted, _Mapping]] = ..., tool_event: _Optional[_Union[ToolOutput, _Mapping]] = ..., tool_finished: _Optional[_Union[ToolFinished, _Mapping]] = ..., replan: _Optional[_Union[Replan, _Mapping]] = ..., fallback: _Optional[_Union[Fallback, _Mapping]] = ..., narration: _Optional[_Union[NarrationToken, _Mapping]] = ..., choices: _Optional[_Union[Choices, _Mapping]] = ..., done: _Optional[_Union[TurnDone, _Mapping]] = ...) -> None: ...
+
+class TurnStarted(_message.Message):
+    __slots__ = ("session_id", "turn_number", "input")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    TURN_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    INPUT_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    turn_number: int
+    input: str
+    def __init__(self, session_id: _Optional[str] = ..., turn_number: _Optional[int] = ..., input: _Optional[str] = ...) -> None: ...
+
+class PhaseChanged(_message.Message):
+    __slots__ = ("phase", "attempt")
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    phase: str
+    attempt: int
+    def __init__(self, phase: _Optional[str] = ..., attempt: _Optional[int] = ...) -> None: ...
+
+class PlanGenerated(_message.Message):
+    __slots__ = ("attempt", "planner", "plan_json", "skills", "generation_ms")
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    PLANNER_FIELD_NUMBER: _ClassVar[int]
+    PLAN_JSON_FIELD_NUMBER: _ClassVar[int]
+    SKILLS_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_MS_FIELD_NUMBER: _ClassVar[int]
+    attempt: int
+    planner: str
+    plan_json: str
+    skills: _containers.RepeatedScalarFieldContainer[str]
+    generation_ms: int
+    def __init__(self, attempt: _Optional[int] = ..., planner: _Optional[str] = ..., plan_json: _Optional[str] = ..., skills: _Optional[_Iterable[str]] = ..., generation_ms: _Optional[int] = ...) -> None: ...
+
+class ToolStarted(_message.Message):
+    __slots__ = ("tool_id", "tool_path", "attempt")
+    TOOL_ID_FIELD_NUMBER: _ClassVar[int]
+    TOOL_PATH_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    tool_id: str
+    tool_path: str
+    attempt: int
+    def __init__(self, tool_id: _Optional[str] = ..., tool_path: _Optional[str] = ..., attempt: _Optional[int] = ...) -> None: ...
+
+class ToolOutput(_message.Message):
+    __slots__ = ("tool_id", "type", "event_json", "attempt")
+    TOOL_ID_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    EVENT_JSON_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    tool_id: str
+    type: str
+    event_json: str
+    attempt: int
+    def __init__(self, tool_id: _Optional[str] = ..., type: _Optional[str] = ..., event_json: _Optional[str] = ..., attempt: _Optional[int] = ...) -> None: ...
+
+class ToolFinished(_message.Message):
+    __slots__ = ("tool_id", "ok", "error", "duration_ms", "output_json", "attempt")
+    TOOL_ID_FIELD_NUMBER: _ClassVar[int]
+    OK_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    DURATION_MS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_JSON_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    tool_id: str
+    ok: bool
+    error: str
+    duration_ms: int
+    output_json: str
+    attempt: int
+    def __init__(self, tool_id: _Optional[str] = ..., ok: _Optional[bool] = ..., error: _Optional[str] = ..., duration_ms: _Optional[int] = ..., output_json: _Optional[str] = ..., attempt: _Optional[int] = ...) -> None: ...
+
+class Replan(_message.Message):
+    __slots__ = ("attempt", "reason", "failed_tools", "disabled_skills")
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    FAILED_TOOLS_FIELD_NUMBER: _ClassVar[int]
+    DISABLED_SKILLS_FIELD_NUMBER: _ClassVar[int]
+    attempt: int
+    reason: str
+    failed_tools: _containers.RepeatedScalarFieldContainer[str]
+    disabled_skills: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, attempt: _Optional[int] = ..., reason: _Optional[str] = ..., failed_tools: _Optional[_Iterable[str]] = ..., disabled_skills: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class Fallback(_message.Message):
+    __slots__ = ("attempts", "reason")
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    attempts: int
+    reason: str
+    def __init__(self, attempts: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class NarrationToken(_message.Message):
+    __slots__ = ("text",)
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    def __init__(self, text: _Optional[str] = ...) -> None: ...
+
+class Choices(_message.Message):
+    __slots__ = ("options",)
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    options: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, options: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class TurnDone(_message.Message):
+    __slots__ = ("turn_number", "narration", "fallback", "timings_ms", "state_json", "outcome")
+    class TimingsMsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    TURN_NUMBER_FIELD_NUMBER: _ClassVar[int]
+    NARRATION_FIELD_NUMBER: _ClassVar[int]
+    FALLBACK_FIELD_NUMBER: _ClassVar[int]
+    TIMINGS_MS_FIELD_NUMBER: _ClassVar[int]
+    STATE_JSON_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    turn_number: int
+    narration: str
+    fallback: bool
+    timings_ms: _containers.ScalarMap[str, int]
+    state_json: str
+    outcome: str
+    def __init__(self, turn_number: _Optional[int] = ..., narration: _Optional[str] = ..., fallback: _Optional[bool] = ..., timings_ms: _Optional[_Mapping[str, int]] = ..., state_json: _Optional[str] = ..., outcome: _Optional[str] = ...) -> None: ...
+
+class ListSkillsRequest(_message.Message):
+    __slots__ = ("session_id",)
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+
+class SkillInfo(_message.Message):
+    __slots__ = ("name", "description", "scripts", "health", "path")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    SCRIPTS_FIELD_NUMBER: _ClassVar[int]
+    HEALTH_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    description: str
+    scripts: _containers.RepeatedScalarFieldContainer[str]
+    health: str
+    path: str
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., scripts: _Optional[_Iterable[str]] = ..., health: _Optional[str] = ..., path: _Optional[str] = ...) -> None: ...
+
+class ListSkillsResponse(_message.Message):
+    __slots__ = ("skills",)
+    SKILLS_FIELD_NUMBER: _ClassVar[int]
+    skills: _containers.RepeatedCompositeFieldContainer[SkillInfo]
+    def __init__(self, skills: _Optional[_Iterable[_Union[SkillInfo, _Mapping]]] = ...) -> None: ...
+
+class StatusRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ActorStatus(_message.Message):
+    __slots__ = ("name", "alive", "restarts")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ALIVE_FIELD_NUMBER: _ClassVar[int]
+    RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    alive: bool
+    restarts: int
+    def __init__(self, name: _Optional[str] = ..., alive: _Optional[bool] = ..., restarts: _Optional[int] = ...) -> None: ...
+
+class StatusResponse(_message.Message):
+    __slots__ = ("version", "actors", "model_path", "model_loads", "model_load_seconds", "model_queue_depth", "live_skill_processes", "skill_process_limit", "skill_queue_depth", "peak_skill_processes", "sessions", "turns_in_flight", "uptime_s", "data_dir")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    ACTORS_FIELD_NUMBER: _ClassVar[int]
+    MODEL_PATH_FIELD_NUMBER: _ClassVar[int]
+    MODEL_LOADS_FIELD_NUMBER: _ClassVar[int]
+    MODEL_LOAD_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    MODEL_QUEUE_DEPTH_FIELD_NUMBER: _ClassVar[int]
+    LIVE_SKILL_PROCESSES_FIELD_NUMBER: _ClassVar[int]
+    SKILL_PROCESS_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    SKILL_QUEUE_DEPTH_FIELD_NUMBER: _ClassVar[int]
+    PEAK_SKILL_PROCESSES_FIELD_NUMBER: _ClassVar[int]
+    SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    TURNS_IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
+    UPTIME_S_FIELD_NUMBER: _ClassVar[int]
+    DATA_DIR_FIELD_NUMBER: _ClassVar[int]
+    version: str
+    actors: _containers.RepeatedCompositeFieldContainer[ActorStatus]
+    model_path: str
+    model_loads: int
+    model_load_seconds: float
+    model_queue_depth: int
+    live_skill_processes: int
+    skill_process_limit: int
+    skill_queue_depth: int
+    peak_skill_processes: int
+    sessions: int
+    turns_in_flight: int
+    uptime_s: float
+    data_dir: str
+    def __init__(self, version: _Optional[str] = ..., actors: _Optional[_Iterable[_Union[ActorStatus, _Mapping]]] = ..., model_path: _Optional[str] = ..., model_loads: _Optional[int] = ..., model_load_seconds: _Optional[float] = ..., model_queue_depth: _Optional[int] = ..., live_skill_processes: _Optional[int] = ..., skill_process_limit: _Optional[int] = ..., skill_queue_depth: _Optional[int] = ..., peak_skill_processes: _Optional[int] = ..., sessions: _Optional[int] = ..., turns_in_flight: _Optional[int] = ..., uptime_s: _Optional[float] = ..., data_dir: _Optional[str] = ...) -> None: ...
+
+class PutRequest(_message.Message):
+    __slots__ = ("data_type", "record_json")
+    DATA_TYPE_FIELD_NUMBER: _ClassVar[int]
+    RECORD_JSON_FIELD_NUMBER: _ClassVar[int]
+    data_type: str
+    record_json: str
+    def __init__(self, data_type: _Optional[str] = ..., record_json: _Optional[str] = ...) -> None: ...
+
+class UpdateRequest(_message.Message):
+    __slots__ = ("data_type", "key", "changes_json")
+    DATA_TYPE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    CHANGES_JSON_FIELD_NUMBER: _ClassVar[int]
+    data_type: str
+    key: str
+    changes_json: str
+    def __init__(self, data_type: _Optional[str] = ..., key: _Optional[str] = ..., changes_json: _Optional[str] = ...) -> None: ...
+
+class KeyRequest(_message.Message):
+    __slots__ = ("data_type", "key")
+    DATA_TYPE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    data_type: str
+    key: str
+    def __init__(self, data_type: _Optional[str] = ..., key: _Optional[str] = ...) -> None: ...
+
+class RecordResponse(_message.Message):
+    __slots__ = ("record_json",)
+    RECORD_JSON_FIELD_NUMBER: _ClassVar[int]
+    record_json: str
+    def __init__(self, record_json: _Optional[str] = ...) -> None: ...
+
+class DeleteResponse(_message.Message):
+    __slots__ = ("deleted",)
+    DELETED_FIELD_NUMBER: _ClassVar[int]
+    deleted: bool
+    def __init__(self, deleted: _Optional[bool] = ...) -> None: ...
+
+class SemanticSearchRequest(_message.Message):
+    __slots__ = ("data_type", "query", "limit", "filters_json", "min_score")
+    DATA_TYPE_FIELD_NUMBER: _ClassVar[int]
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    FILTERS_JSON_FIELD_NUMBER: _ClassVar[int]
+    MIN_SCORE_FIELD_NUMBER: _ClassVar[int]
+    data_type: str
+    query: str
+    limit: int
+    filters_json: str
+    min_score: float
+    def __init__(self, data_type: _Optional[str] = ..., query: _Optional[str] = ..., limit: _Optional[int] = ..., filters_json: _Optional[str] = ..., min_score: _Optional[float] = ...) -> None: ...
+
+class ExactMatchRequest(_message.Message):
+    __slots__ = ("data_type", "filters_json", "limit")
+    DATA_TYPE_FIELD_NUMBER: _ClassVar[int]
+    FILTERS_JSON_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    data_type: str
+    filters_json: str
+    limit: int
+    def __init__(self, data_type: _Optional[str] = ..., filters_json: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class SearchHit(_message.Message):
+    __slots__ = ("record_json", "score")
+    RECORD_JSON_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    record_json: str
+    score: float
+    def __init__(self, record_json: _Optional[str] = ..., score: _Optional[float] = ...) -> None: ...
+
+class SearchResponse(_message.Message):
+    __slots__ = ("hits",)
+    HITS_FIELD_NUMBER: _ClassVar[int]
+    hits: _containers.RepeatedCompositeFieldContainer[SearchHit]
+    def __init__(self, hits: _Optional[_Iterable[_Union[SearchHit, _Mapping]]] = ...) -> None: ...
