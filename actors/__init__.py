@@ -1,2 +1,10 @@
 """Ray actors of the Narratoria daemon: thin wrappers that each hold one resource
-and delegate to `narratoria.runtime`. (Arrives with the daemon issue.)"""
+and delegate to `narratoria.runtime`.
+
+- ``PlannerActor`` (planner.py): the llama.cpp model — plans, narration, choices
+- ``EmbedderActor`` (embedder.py): sentence-transformers, batched
+- ``StoreActor`` (store.py): the DuckDB file — persistence layer and sessions
+- ``SkillSupervisorActor`` (supervisor.py): skill processes under a global cap
+- ``CoordinatorActor`` (coordinator.py): sessions' turns, the scene pipeline
+- ``server.py``: the gRPC services; ``daemon.py``: `narratoria serve`
+"""

@@ -266,14 +266,16 @@ class StatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class ActorStatus(_message.Message):
-    __slots__ = ("name", "alive", "restarts")
+    __slots__ = ("name", "alive", "restarts", "pid")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ALIVE_FIELD_NUMBER: _ClassVar[int]
     RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
     name: str
     alive: bool
     restarts: int
-    def __init__(self, name: _Optional[str] = ..., alive: _Optional[bool] = ..., restarts: _Optional[int] = ...) -> None: ...
+    pid: int
+    def __init__(self, name: _Optional[str] = ..., alive: _Optional[bool] = ..., restarts: _Optional[int] = ..., pid: _Optional[int] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
     __slots__ = ("version", "actors", "model_path", "model_loads", "model_load_seconds", "model_queue_depth", "live_skill_processes", "skill_process_limit", "skill_queue_depth", "peak_skill_processes", "sessions", "turns_in_flight", "uptime_s", "data_dir")

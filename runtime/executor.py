@@ -14,6 +14,7 @@ import asyncio
 import os
 import time
 from dataclasses import dataclass, field, replace
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -32,6 +33,7 @@ from .protocol import AssetEvent, StatePatchEvent, UiEvent, event_to_dict, tool_
 from .skills.discovery import SkillScript
 from .skills.health import SkillHealthTracker
 from .skills.registry import SkillRegistry
+from .slots import ProcessSlots
 from .state import SessionState
 
 # Key of the tool-input object (§2.1.4) that carries dependency results:
@@ -65,6 +67,7 @@ class ExecutorEvent:
 
 
 EventSink = Callable[[ExecutorEvent], None]
+InvocationEnv = Callable[[Plan, ToolInvocation], Mapping[str, str]]
 
 
 @dataclass
@@ -86,10 +89,16 @@ def _skill_of_path(path: Path) -> str | None:
 class PlanExecutor:
     def __init__(self, registry: SkillRegistry | None = None,
                  config: ExecutorConfig = ExecutorConfig(),
-                 health: SkillHealthTracker | None = None) -> None:
+                 health: SkillHealthTracker | None = None, *,
+                 slots: ProcessSlots | None = None,
+                 invocation_env: InvocationEnv | None = None) -> None:
+        """``slots``: a process cap shared with other executors (the daemon's);
+        ``invocation_env``: extra environment for one invocation (a store token)."""
         self.registry = registry
         self.config = config
         self.health = health if health is not None else SkillHealthTracker()
+        self.slots = slots
+        self.invocation_env = invocation_env
         self._sem = asyncio.Semaphore(max(1, config.max_concurrency))
         self._exclusive = asyncio.Lock()
 
@@ -270,6 +279,8 @@ class _PlanRun:
             {DEPENDENCY_RESULTS_KEY: self._dependency_results(tool)},
         )
         env = script_env(res.script, self.plan.requestId, self.ex.config.extra_env)
+        if self.ex.invocation_env is not None:
+            env.update(self.ex.invocation_env(self.plan, tool))
         limits = replace(self.ex.config.limits, timeout_s=res.timeout_s)
         events: list[dict[str, Any]] = []
         self.running[tool.toolId] = time.monotonic()
@@ -282,11 +293,13 @@ class _PlanRun:
                                         event={"delayMs": int(res.policy.delay_s(attempt) * 1000),
                                                "error": _error_dict(outcome.error)}))
                 await asyncio.sleep(res.policy.delay_s(attempt))
-            self.sink(ExecutorEvent("tool_started", tool.toolId, attempt))
-            outcome = await run_script(
-                res.path, stdin, limits=limits, env=env,
-                on_event=self._forward(tool.toolId, attempt, events),
-            )
+            self.sink(ExecutorEvent("tool_started", tool.toolId, attempt,
+                                    event={"toolPath": tool.toolPath}))
+            async with self.ex.slots.slot() if self.ex.slots is not None else nullcontext():
+                outcome = await run_script(
+                    res.path, stdin, limits=limits, env=env,
+                    on_event=self._forward(tool.toolId, attempt, events),
+                )
             if res.skill is not None:
                 if outcome.ok:
                     health.record_success(res.skill)

@@ -155,7 +155,9 @@ class ReplanLoop:
             plan.metadata.parentPlanId = parent
             record.plan_id = plan.requestId
             record.selected_skills = _skills_of(plan, request.available)
-            emit("plan", {"attempt": attempt, "plan": plan})
+            emit("plan", {"attempt": attempt, "plan": plan, "planner": record.planner,
+                          "generationMs": record.generation_ms,
+                          "skills": record.selected_skills})
 
             emit("state", {"state": TurnState.EXECUTING.value, "attempt": attempt})
             started = time.monotonic()

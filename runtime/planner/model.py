@@ -393,6 +393,12 @@ class ModelPlanner:
             self.last_stats = stats
             self.lock.release()
 
+    def complete(self, messages: list[dict[str, str]], kind: str, *,
+                 cancel: threading.Event | None = None,
+                 **options: Any) -> tuple[str, GenerationStats]:
+        """A whole generation under the model lock (for short structured outputs)."""
+        return self._complete(messages, kind, cancel=cancel, **options)
+
     def _complete(self, messages: list[dict[str, str]], kind: str, *,
                   cancel: threading.Event | None = None,
                   **options: Any) -> tuple[str, GenerationStats]:

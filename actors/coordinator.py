@@ -1,0 +1,228 @@
+"""CoordinatorActor: sessions and turns, many at once, each turn a scene pipeline.
+
+An async actor: every turn is an asyncio task, so a slow session never blocks
+another's turn. Clients read a turn's events by long-polling ``events`` (each
+call returns what happened since the last one), so a client that goes away
+simply stops asking: its turn still completes and is saved.
+
+The other actors are restartable (``max_restarts=-1``): when one dies, Ray starts
+it again and the call in flight fails with an actor error, which the scene turns
+into a failed attempt (a replan, with the pattern planner) or its fallback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Callable
+
+import ray
+
+from narratoria.runtime.analytics import AnalyticsLog
+from narratoria.runtime.executor import ExecutorEvent
+from narratoria.runtime.plan import ExecutionResult, Plan
+from narratoria.runtime.planner.base import PlanRequest
+from narratoria.runtime.planner.narration import NarrationContext
+from narratoria.runtime.planner.pattern import PatternPlanner
+from narratoria.runtime.scene import SceneInput, SceneServices, run_scene
+from narratoria.runtime.sessions import SessionEnded, SessionRecord
+from narratoria.runtime.state import SessionState
+from narratoria.runtime.store import MemoryEvent
+
+TURN_RETENTION_S = 120.0  # a finished turn's events stay readable this long
+POLL_WAIT_S = 10.0
+
+
+class TurnBusy(RuntimeError):
+    pass
+
+
+class BadChoice(ValueError):
+    pass
+
+
+@dataclass
+class _Turn:
+    id: str
+    session_id: str
+    started: float = field(default_factory=time.monotonic)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    done: bool = False
+    finished_at: float | None = None
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+
+    def emit(self, kind: str, payload: dict[str, Any]) -> None:
+        self.events.append({"kind": kind, "seq": len(self.events) + 1,
+                            "at_ms": int((time.monotonic() - self.started) * 1000), **payload})
+        self.changed.set()
+
+
+class _RemotePlanner:
+    name = "model"
+
+    def __init__(self, actor: Any) -> None:
+        self.actor = actor
+
+    async def generate(self, request: PlanRequest) -> Plan:
+        ref = self.actor.plan.remote(request)
+        try:
+            return await ref
+        except asyncio.CancelledError:
+            ray.cancel(ref)  # past the budget: stop the model, free it for the next attempt
+            raise
+
+
+class _RemoteExecutor:
+    def __init__(self, actor: Any, session_id: str, playthrough_id: str) -> None:
+        self.actor, self.session_id, self.playthrough_id = actor, session_id, playthrough_id
+
+    async def execute(self, plan: Plan, state: Any = None,
+                      on_event: Callable[[ExecutorEvent], None] | None = None) -> ExecutionResult:
+        stream = self.actor.execute.options(num_returns="streaming").remote(
+            self.session_id, self.playthrough_id, plan, state)
+        result: ExecutionResult | None = None
+        async for ref in stream:
+            item = await ref
+            if isinstance(item, ExecutionResult):
+                result = item
+            elif on_event is not None:
+                on_event(item)
+        if result is None:
+            raise RuntimeError("the skill supervisor ended the plan without a result")
+        return result
+
+
+class _RemoteNarrator:
+    def __init__(self, actor: Any) -> None:
+        self.actor = actor
+
+    async def narrate(self, context: NarrationContext) -> AsyncIterator[str]:
+        async for ref in self.actor.narrate.options(num_returns="streaming").remote(context):
+            yield await ref
+
+    async def choices(self, player_input: str, narration: str) -> list[str]:
+        return await self.actor.choices.remote(player_input, narration)
+
+
+class _RemoteMemory:
+    def __init__(self, actor: Any) -> None:
+        self.actor = actor
+
+    async def recall(self, playthrough_id: str, query: str, limit: int) -> list[str]:
+        return await self.actor.recall.remote(playthrough_id, query, limit)
+
+    async def remember(self, playthrough_id: str, event: MemoryEvent) -> None:
+        await self.actor.remember.remote(playthrough_id, event)
+
+
+@ray.remote(num_cpus=0, max_restarts=-1, max_concurrency=1000)
+class CoordinatorActor:
+    def __init__(self, analytics_path: str, generation_budget_s: float = 5.0,
+                 planner_kind: str = "model") -> None:
+        self.planner_kind = planner_kind  # "pattern": no model plans (tests, weak devices)
+        # By name: a restarted coordinator finds the others without stored handles.
+        self.planner, self.supervisor, self.store = (
+            ray.get_actor(n) for n in ("planner", "supervisor", "store"))
+        self.analytics = AnalyticsLog(analytics_path)
+        self.generation_budget_s = generation_budget_s
+        self.turns: dict[str, _Turn] = {}
+        self.active: dict[str, str] = {}  # session id -> turn id in flight
+        self.turns_done = 0
+
+    def ready(self) -> dict[str, Any]:
+        import os
+        return {"pid": os.getpid()}
+
+    def status(self) -> dict[str, Any]:
+        import os
+        return {"pid": os.getpid(), "turnsInFlight": len(self.active), "turnsDone": self.turns_done}
+
+    async def start_turn(self, session_id: str, owner: str | None, text: str | None,
+                         choice: int | None) -> str:
+        """Open a turn and return its id; the turn runs on without the caller."""
+        self._forget_old_turns()
+        if session_id in self.active:
+            raise TurnBusy(f"session {session_id!r} already has a turn in flight")
+        session: SessionRecord = await self.store.get_session.remote(session_id, owner)
+        if session.status != "active":
+            raise SessionEnded(f"session {session_id!r} has ended")
+        player_input = self._input(session, text, choice)
+        available = await self.supervisor.available.remote(session_id)
+        turn = _Turn(id=uuid.uuid4().hex[:12], session_id=session_id)
+        self.turns[turn.id] = turn
+        self.active[session_id] = turn.id
+        scene = SceneInput(session_id=session_id, playthrough_id=session.playthrough_id,
+                           turn_number=session.turns + 1, player_input=player_input,
+                           state=session.session_state(), last_narration=session.last_narration,
+                           available=available)
+        turn.task = asyncio.create_task(self._run(turn, scene))
+        return turn.id
+
+    @staticmethod
+    def _input(session: SessionRecord, text: str | None, choice: int | None) -> str:
+        if choice is not None:
+            if not session.choices:
+                raise BadChoice("choice: this session has no choices yet; send text")
+            if not 1 <= choice <= len(session.choices):
+                raise BadChoice(f"choice: {choice} is not between 1 and {len(session.choices)}")
+            return session.choices[choice - 1]
+        if text is None or not text.strip():
+            raise BadChoice("text: a turn needs text or a choice")
+        if len(text) > 4000:
+            raise BadChoice(f"text: {len(text)} characters; at most 4000")
+        return text.strip()
+
+    async def _run(self, turn: _Turn, scene: SceneInput) -> None:
+        services = SceneServices(
+            planner=PatternPlanner() if self.planner_kind == "pattern" else _RemotePlanner(self.planner),
+            executor=_RemoteExecutor(self.supervisor, scene.session_id, scene.playthrough_id),
+            narrator=_RemoteNarrator(self.planner), memory=_RemoteMemory(self.store),
+            save_turn=self._save_turn, fallback_planner=PatternPlanner(),
+            analytics=self.analytics, generation_budget_s=self.generation_budget_s)
+        try:
+            await run_scene(services, scene, turn.emit)
+        except Exception as exc:  # noqa: BLE001 - the client must hear how its turn ended
+            turn.emit("error", {"message": f"{type(exc).__name__}: {exc}"})
+        finally:
+            turn.done = True
+            turn.finished_at = time.monotonic()
+            turn.changed.set()
+            self.active.pop(scene.session_id, None)
+            self.turns_done += 1
+
+    async def _save_turn(self, session_id: str, state: SessionState, narration: str,
+                         choices: list[str]) -> None:
+        await self.store.save_turn.remote(session_id, state, narration, choices)
+
+    async def events(self, turn_id: str, after: int = 0,
+                     wait_s: float = POLL_WAIT_S) -> tuple[list[dict[str, Any]], bool]:
+        """Events after ``after`` (waiting up to ``wait_s`` for one), and whether the turn is over."""
+        turn = self.turns.get(turn_id)
+        if turn is None:
+            raise KeyError(f"no turn {turn_id!r} (finished turns are kept {TURN_RETENTION_S:g} s)")
+        deadline = time.monotonic() + wait_s
+        while len(turn.events) <= after and not turn.done:
+            turn.changed.clear()
+            try:
+                await asyncio.wait_for(turn.changed.wait(), max(0.0, deadline - time.monotonic()))
+            except TimeoutError:
+                break
+        return turn.events[after:], turn.done
+
+    async def drain(self, timeout_s: float) -> int:
+        """Wait for turns in flight (shutdown); return how many were still running."""
+        tasks = [t.task for t in self.turns.values() if t.task is not None and not t.done]
+        if not tasks:
+            return 0
+        _, pending = await asyncio.wait(tasks, timeout=timeout_s)
+        return len(pending)
+
+    def _forget_old_turns(self) -> None:
+        now = time.monotonic()
+        for turn_id in [t.id for t in self.turns.values()
+                        if t.done and t.finished_at is not None
+                        and now - t.finished_at > TURN_RETENTION_S]:
+            del self.turns[turn_id]

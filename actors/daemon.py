@@ -1,0 +1,202 @@
+"""`narratoria serve`: start Ray (or join RAY_ADDRESS), the actors and the gRPC server.
+
+Prints one ready line when every actor has answered and the endpoint is bound.
+SIGTERM or SIGINT: stop taking turns, let turns in flight finish (5 s), cancel
+what remains (the supervisor kills skill process groups), stop the server and Ray.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+DRAIN_S = 5.0
+DEFAULT_SKILL_LIMIT = 8
+
+
+@dataclass
+class DaemonConfig:
+    data_dir: Path
+    socket: Path | None = None
+    listen: str | None = None
+    model: str | None = None
+    skill_dirs: list[Path] = field(default_factory=list)
+    skill_limit: int = DEFAULT_SKILL_LIMIT
+    embedding_backend: str = "local"
+    json_output: bool = False
+    planner: str = "model"
+
+
+def config_from_args(args: argparse.Namespace) -> DaemonConfig:
+    from narratoria.runtime.analytics import default_data_dir
+
+    return DaemonConfig(
+        data_dir=Path(args.data_dir) if getattr(args, "data_dir", None) else default_data_dir(),
+        socket=Path(args.socket) if getattr(args, "socket", None) else None,
+        listen=getattr(args, "listen", None),
+        model=getattr(args, "model", None),
+        skill_dirs=[Path(p) for p in (getattr(args, "skills_dir", None) or [])],
+        skill_limit=int(getattr(args, "skill_limit", None) or DEFAULT_SKILL_LIMIT),
+        embedding_backend=getattr(args, "embedding_backend", None) or "local",
+        json_output=bool(getattr(args, "json", False)),
+        planner=getattr(args, "planner", None) or "model")
+
+
+def serve_main(args: argparse.Namespace) -> int:
+    config = config_from_args(args)
+    try:
+        return asyncio.run(serve(config))
+    except DaemonError as exc:
+        print(f"narratoria serve: {exc}", file=sys.stderr)
+        return 2
+
+
+class DaemonError(RuntimeError):
+    pass
+
+
+def _endpoint(config: DaemonConfig) -> Any:
+    from narratoria.runtime.endpoint import EndpointError, default_socket, parse_address, unix_endpoint
+
+    try:
+        if config.listen:
+            return parse_address(config.listen)
+        return unix_endpoint(config.socket or default_socket(config.data_dir))
+    except EndpointError as exc:
+        raise DaemonError(str(exc)) from None
+
+
+def _skill_roots(config: DaemonConfig) -> list[str]:
+    from narratoria.runtime.skills.registry import builtin_skills_dir, user_skills_dir
+
+    roots = [builtin_skills_dir(), user_skills_dir(), *config.skill_dirs]
+    for root in config.skill_dirs:
+        if not root.is_dir():
+            raise DaemonError(f"--skills-dir {root}: not a directory")
+    return [str(r) for r in roots]
+
+
+def _start_ray(temp_dir: str) -> None:
+    import ray
+
+    address = os.environ.get("RAY_ADDRESS")
+    # Ray's socket paths must fit 107 bytes, so its session folder lives under a short path.
+    ray.init(address=address or None, namespace="narratoria", include_dashboard=False,
+             logging_level=logging.WARNING, log_to_driver=False,
+             **({} if address else {"_temp_dir": temp_dir, "num_cpus": os.cpu_count() or 1}))
+
+
+async def serve(config: DaemonConfig) -> int:
+    import grpc
+    import ray
+
+    from narratoria.proto import narratoria_pb2_grpc as rpc
+    from narratoria.runtime.endpoint import ensure_token
+    from narratoria.runtime.planner.model import check_model_file, default_model_path
+
+    from .coordinator import CoordinatorActor
+    from .embedder import EmbedderActor
+    from .planner import PlannerActor
+    from .server import Daemon, NarratoriaService, StoreService, TokenInterceptor
+    from .store import StoreActor
+    from .supervisor import SkillSupervisorActor
+
+    started = time.monotonic()
+    endpoint = _endpoint(config)
+    roots = _skill_roots(config)
+    model_path = Path(config.model) if config.model else default_model_path()
+    try:
+        check_model_file(model_path)
+    except Exception as exc:  # noqa: BLE001 - a clear message before anything starts
+        raise DaemonError(str(exc)) from None
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+    if endpoint.unix_path is not None:
+        endpoint.unix_path.parent.mkdir(parents=True, exist_ok=True)
+        if endpoint.unix_path.exists():
+            _refuse_if_live(endpoint.unix_path)
+            endpoint.unix_path.unlink()
+    token = ensure_token(config.data_dir) if endpoint.is_tcp else None
+
+    temp_dir = tempfile.mkdtemp(prefix="nr-ray-", dir="/tmp")
+    _progress(config, "starting Ray")
+    _start_ray(temp_dir)
+    try:
+        _progress(config, "starting actors (model, embedder, store, supervisor)")
+        embedder = EmbedderActor.options(name="embedder").remote(config.embedding_backend)
+        planner = PlannerActor.options(name="planner").remote(str(model_path))
+        store = StoreActor.options(name="store").remote(str(config.data_dir))
+        supervisor = SkillSupervisorActor.options(name="supervisor").remote(
+            roots, config.skill_limit, endpoint.grpc_target)
+        coordinator = CoordinatorActor.options(name="coordinator").remote(
+            str(config.data_dir / "analytics.jsonl"), planner_kind=config.planner)
+        actors = {"coordinator": coordinator, "planner": planner, "embedder": embedder,
+                  "store": store, "supervisor": supervisor}
+        try:
+            await asyncio.gather(*(a.status.remote() for a in actors.values()))
+        except Exception as exc:  # noqa: BLE001
+            raise DaemonError(f"an actor failed to start: {exc}") from None
+
+        daemon = Daemon(actors, str(config.data_dir), str(model_path))
+        server = grpc.aio.server(
+            interceptors=[TokenInterceptor(token)] if token else [],
+            options=[("grpc.max_receive_message_length", 4 << 20)])
+        rpc.add_NarratoriaServicer_to_server(NarratoriaService(daemon), server)
+        rpc.add_StoreServicer_to_server(StoreService(daemon), server)
+        if server.add_insecure_port(endpoint.grpc_target) == 0:
+            raise DaemonError(f"cannot listen on {endpoint.grpc_target}")
+        await server.start()
+        if endpoint.unix_path is not None:
+            os.chmod(endpoint.unix_path, 0o600)
+
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        ready = {"event": "ready", "address": endpoint.grpc_target, "dataDir": str(config.data_dir),
+                 "model": str(model_path), "pid": os.getpid(),
+                 "startupS": round(time.monotonic() - started, 2)}
+        if config.json_output:
+            print(json.dumps(ready), flush=True)
+        else:
+            print(f"narratoria daemon ready on {endpoint.grpc_target} "
+                  f"(data {config.data_dir}, pid {os.getpid()}, {ready['startupS']} s)", flush=True)
+        await stop.wait()
+
+        daemon.draining = True
+        _progress(config, "draining turns in flight")
+        left = await coordinator.drain.remote(DRAIN_S)
+        cancelled = await supervisor.shutdown.remote()
+        await server.stop(1.0)
+        _progress(config, f"stopped ({left} turns unfinished, {cancelled} plans cancelled)")
+        return 0
+    finally:
+        ray.shutdown()
+        if endpoint.unix_path is not None:
+            endpoint.unix_path.unlink(missing_ok=True)
+        shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def _refuse_if_live(path: Path) -> None:
+    import socket
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(str(path))
+        except OSError:
+            return  # a stale socket from a daemon that died
+    raise DaemonError(f"a daemon is already listening on {path}")
+
+
+def _progress(config: DaemonConfig, text: str) -> None:
+    print(f"narratoria serve: {text}", file=sys.stderr, flush=True)

@@ -1,0 +1,74 @@
+"""PlannerActor: the one llama.cpp model, for plans, narration and choices.
+
+An async actor, so that a caller that gives up (the replan loop's 5 s budget, a
+cancelled turn) cancels the generation through ``ray.cancel``: the coroutine's
+CancelledError sets the model's cancel event and llama.cpp stops at the next
+token. Requests queue fairly on the model's FIFO lock, across every session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+import ray
+
+from narratoria.runtime.plan import Plan
+from narratoria.runtime.planner.base import PlanRequest
+from narratoria.runtime.planner.choices import model_choices
+from narratoria.runtime.planner.model import ModelPlanner
+from narratoria.runtime.planner.narration import NarrationContext, stream_narration
+
+_DONE = object()
+
+
+@ray.remote(num_cpus=0, max_restarts=-1, max_concurrency=64)
+class PlannerActor:
+    def __init__(self, model_path: str | None = None, n_threads: int | None = None) -> None:
+        self.planner = ModelPlanner(Path(model_path) if model_path else None, n_threads=n_threads)
+
+    def ready(self) -> dict[str, Any]:
+        return {**self.planner.status(), "pid": os.getpid()}
+
+    def status(self) -> dict[str, Any]:
+        return {**self.planner.status(), "pid": os.getpid()}
+
+    async def plan(self, request: PlanRequest) -> Plan:
+        return await self.planner.generate(request)
+
+    async def choices(self, player_input: str, narration: str) -> list[str]:
+        cancel = threading.Event()
+        try:
+            return await asyncio.to_thread(model_choices, self.planner, player_input, narration,
+                                           cancel=cancel)
+        except asyncio.CancelledError:
+            cancel.set()
+            raise
+
+    async def narrate(self, context: NarrationContext) -> AsyncIterator[str]:
+        """Narration pieces as the model makes them (a Ray streaming generator)."""
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        cancel = threading.Event()
+
+        def produce() -> None:
+            try:
+                for piece in stream_narration(self.planner, context, cancel=cancel):
+                    loop.call_soon_threadsafe(queue.put_nowait, piece)
+            except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+                loop.call_soon_threadsafe(queue.put_nowait, exc)
+            finally:
+                loop.call_soon_threadsafe(queue.put_nowait, _DONE)
+
+        worker = loop.run_in_executor(None, produce)
+        try:
+            while (item := await queue.get()) is not _DONE:
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            cancel.set()  # the consumer left early: free the model
+            await asyncio.shield(worker)

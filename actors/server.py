@@ -1,0 +1,305 @@
+"""The gRPC services (grpc.aio) in the daemon's driver process, over the actors.
+
+Handlers only translate: proto in, an actor call, proto out. Errors raised in an
+actor arrive as exceptions of their own class (Ray re-raises the cause), and map
+onto status codes with the actor's message, which names what was wrong.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+import msgspec
+import ray
+
+from narratoria.proto import narratoria_pb2 as pb
+from narratoria.proto import narratoria_pb2_grpc as rpc
+from narratoria.runtime.endpoint import SKILL_TOKEN_METADATA, TOKEN_METADATA
+from narratoria.runtime.sessions import SessionEnded, SessionForbidden, SessionNotFound, SessionRecord
+from narratoria.runtime.store import RecordError, RecordNotFound, StoreError
+
+from .coordinator import BadChoice, TurnBusy
+
+LOCAL_OWNER = "local"
+
+_CODES: list[tuple[type[BaseException], grpc.StatusCode]] = [
+    (SessionNotFound, grpc.StatusCode.NOT_FOUND),
+    (RecordNotFound, grpc.StatusCode.NOT_FOUND),
+    (SessionForbidden, grpc.StatusCode.PERMISSION_DENIED),
+    (SessionEnded, grpc.StatusCode.FAILED_PRECONDITION),
+    (TurnBusy, grpc.StatusCode.FAILED_PRECONDITION),
+    (BadChoice, grpc.StatusCode.INVALID_ARGUMENT),
+    (RecordError, grpc.StatusCode.INVALID_ARGUMENT),
+    (StoreError, grpc.StatusCode.INVALID_ARGUMENT),
+    (ValueError, grpc.StatusCode.INVALID_ARGUMENT),
+    (KeyError, grpc.StatusCode.NOT_FOUND),
+    (ray.exceptions.RayActorError, grpc.StatusCode.UNAVAILABLE),
+]
+
+
+def _status_of(exc: BaseException) -> tuple[grpc.StatusCode, str]:
+    cause = getattr(exc, "cause", None) or exc
+    for kind, code in _CODES:
+        if isinstance(cause, kind) or isinstance(exc, kind):
+            message = str(cause.args[0]) if cause.args else str(cause)
+            return code, message
+    return grpc.StatusCode.INTERNAL, f"{type(cause).__name__}: {cause}"
+
+
+async def _call(context: grpc.aio.ServicerContext, awaitable: Awaitable[Any]) -> Any:
+    try:
+        return await awaitable
+    except Exception as exc:  # noqa: BLE001 - every failure becomes a status code
+        code, message = _status_of(exc)
+        await context.abort(code, message)
+
+
+def session_pb(record: SessionRecord) -> pb.Session:
+    return pb.Session(id=record.id, campaign=record.campaign, title=record.title,
+                      status=record.status, turns=record.turns,
+                      playthrough_id=record.playthrough_id,
+                      created_at_ms=int(record.created_at.timestamp() * 1000),
+                      updated_at_ms=int(record.updated_at.timestamp() * 1000),
+                      last_narration=record.last_narration, choices=record.choices)
+
+
+_EVENT_FIELDS = {"started": pb.TurnStarted, "phase": pb.PhaseChanged, "plan": pb.PlanGenerated,
+                 "tool_started": pb.ToolStarted, "tool_event": pb.ToolOutput,
+                 "tool_finished": pb.ToolFinished, "replan": pb.Replan, "fallback": pb.Fallback,
+                 "narration": pb.NarrationToken, "choices": pb.Choices, "done": pb.TurnDone}
+
+
+def turn_event_pb(turn_id: str, event: dict[str, Any]) -> pb.TurnEvent | None:
+    payload = {k: v for k, v in event.items() if k not in ("kind", "seq", "at_ms")}
+    message = _EVENT_FIELDS.get(event["kind"])
+    if message is None:
+        return None
+    return pb.TurnEvent(turn_id=turn_id, seq=event["seq"], at_ms=event["at_ms"],
+                        **{event["kind"]: message(**payload)})
+
+
+class Daemon:
+    """What the services need: the actor handles and a little bookkeeping."""
+
+    def __init__(self, actors: dict[str, Any], data_dir: str, model_path: str) -> None:
+        self.actors = actors
+        self.data_dir = data_dir
+        self.model_path = model_path
+        self.started = time.monotonic()
+        self.restarts: dict[str, int] = {name: 0 for name in actors}
+        self.pids: dict[str, int] = {}
+        self.draining = False
+
+
+class NarratoriaService(rpc.NarratoriaServicer):
+    def __init__(self, daemon: Daemon) -> None:
+        self.d = daemon
+        self.store = daemon.actors["store"]
+        self.coordinator = daemon.actors["coordinator"]
+
+    def _owner(self, context: grpc.aio.ServicerContext) -> str:
+        return LOCAL_OWNER  # one identity per endpoint for now; see DESIGN/issue 8
+
+    async def CreateSession(self, request: pb.CreateSessionRequest,
+                            context: grpc.aio.ServicerContext) -> pb.Session:
+        for name, value in (("campaign", request.campaign), ("title", request.title)):
+            if len(value) > 200:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                    f"{name}: {len(value)} characters; at most 200")
+        record = await _call(context, self.store.create_session.remote(
+            self._owner(context), request.campaign, request.title))
+        return session_pb(record)
+
+    async def ListSessions(self, request: pb.ListSessionsRequest,
+                           context: grpc.aio.ServicerContext) -> pb.ListSessionsResponse:
+        records = await _call(context, self.store.list_sessions.remote(
+            self._owner(context), request.include_ended))
+        return pb.ListSessionsResponse(sessions=[session_pb(r) for r in records])
+
+    async def ResumeSession(self, request: pb.SessionRef,
+                            context: grpc.aio.ServicerContext) -> pb.Session:
+        await self._need_id(request, context)
+        record = await _call(context, self.store.get_session.remote(request.session_id,
+                                                                    self._owner(context)))
+        return session_pb(record)
+
+    async def EndSession(self, request: pb.SessionRef,
+                         context: grpc.aio.ServicerContext) -> pb.Session:
+        await self._need_id(request, context)
+        record = await _call(context, self.store.end_session.remote(request.session_id,
+                                                                    self._owner(context)))
+        return session_pb(record)
+
+    async def GetState(self, request: pb.SessionRef,
+                       context: grpc.aio.ServicerContext) -> pb.SessionState:
+        await self._need_id(request, context)
+        record = await _call(context, self.store.get_session.remote(request.session_id,
+                                                                    self._owner(context)))
+        return pb.SessionState(session_id=record.id, turns=record.turns,
+                               state_json=msgspec.json.encode(record.state).decode(),
+                               stats_json=msgspec.json.encode(record.stats).decode())
+
+    async def Turn(self, request: pb.TurnRequest,
+                   context: grpc.aio.ServicerContext) -> AsyncIterator[pb.TurnEvent]:
+        await self._need_id(request, context)
+        if self.d.draining:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "the daemon is shutting down")
+        action = request.WhichOneof("action")
+        if action is None:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "action: give text or choice")
+        turn_id = await _call(context, self.coordinator.start_turn.remote(
+            request.session_id, self._owner(context),
+            request.text if action == "text" else None,
+            request.choice if action == "choice" else None))
+        after, done = 0, False
+        while not done:
+            # Long-poll: a client that leaves stops this loop; the turn runs on.
+            events, done = await _call(context, self.coordinator.events.remote(turn_id, after))
+            for event in events:
+                after = max(after, event["seq"])
+                if event["kind"] == "error":
+                    await context.abort(grpc.StatusCode.INTERNAL, event["message"])
+                message = turn_event_pb(turn_id, event)
+                if message is not None:
+                    yield message
+
+    async def ListSkills(self, request: pb.ListSkillsRequest,
+                         context: grpc.aio.ServicerContext) -> pb.ListSkillsResponse:
+        skills = await _call(context, self.d.actors["supervisor"].skills.remote(
+            request.session_id or None))
+        return pb.ListSkillsResponse(skills=[pb.SkillInfo(
+            name=s["name"], description=s["description"] or "", scripts=s["scripts"],
+            health=s["health"], path=s["path"]) for s in skills])
+
+    async def Status(self, request: pb.StatusRequest,
+                     context: grpc.aio.ServicerContext) -> pb.StatusResponse:
+        statuses = await asyncio.gather(*(self._actor_status(n) for n in self.d.actors))
+        by_name = dict(zip(self.d.actors, statuses))
+        planner = by_name["planner"] or {}
+        supervisor = by_name["supervisor"] or {}
+        coordinator = by_name["coordinator"] or {}
+        sessions = await _call(context, self.store.session_count.remote())
+        return pb.StatusResponse(
+            version=_version(),
+            actors=[pb.ActorStatus(name=n, alive=s is not None, restarts=self.d.restarts[n],
+                                   pid=int((s or {}).get("pid", 0))) for n, s in by_name.items()],
+            model_path=str(planner.get("model", self.d.model_path)),
+            model_loads=int(planner.get("loads", 0)) + self.d.restarts["planner"],
+            model_load_seconds=float(planner.get("loadSeconds", 0.0)),
+            model_queue_depth=int(planner.get("queueDepth", 0)),
+            live_skill_processes=int(supervisor.get("live", 0)),
+            skill_process_limit=int(supervisor.get("limit", 0)),
+            skill_queue_depth=int(supervisor.get("waiting", 0)),
+            peak_skill_processes=int(supervisor.get("peak", 0)),
+            sessions=int(sessions), turns_in_flight=int(coordinator.get("turnsInFlight", 0)),
+            uptime_s=round(time.monotonic() - self.d.started, 3), data_dir=self.d.data_dir)
+
+    async def _actor_status(self, name: str) -> dict[str, Any] | None:
+        actor = self.d.actors[name]
+        method = actor.status if hasattr(actor, "status") else actor.ready
+        try:
+            status = await asyncio.wait_for(asyncio.wrap_future(method.remote().future()), 5.0)
+        except Exception:  # noqa: BLE001 - a dead or busy actor reports as not alive
+            return None
+        pid = int(status.get("pid", 0)) if isinstance(status, dict) else 0
+        known = self.d.pids.get(name)
+        if pid and known and pid != known:
+            self.d.restarts[name] += 1  # Ray restarted it since we last looked
+        if pid:
+            self.d.pids[name] = pid
+        return status if isinstance(status, dict) else {}
+
+    @staticmethod
+    async def _need_id(request: Any, context: grpc.aio.ServicerContext) -> None:
+        if not request.session_id:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "session_id: required")
+
+
+class StoreService(rpc.StoreServicer):
+    """The persistence layer for skill processes, bound to the caller's playthrough."""
+
+    def __init__(self, daemon: Daemon) -> None:
+        self.store = daemon.actors["store"]
+        self.supervisor = daemon.actors["supervisor"]
+
+    async def _playthrough(self, context: grpc.aio.ServicerContext) -> str:
+        token = dict(context.invocation_metadata() or ()).get(SKILL_TOKEN_METADATA, "")
+        playthrough = await self.supervisor.check_token.remote(token) if token else None
+        if playthrough is None:
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED,
+                                f"{SKILL_TOKEN_METADATA}: missing, expired or unknown skill token")
+        return playthrough
+
+    async def Put(self, request: pb.PutRequest, context: grpc.aio.ServicerContext) -> pb.RecordResponse:
+        pt = await self._playthrough(context)
+        return pb.RecordResponse(record_json=await _call(context, self.store.put.remote(
+            pt, request.data_type, request.record_json)))
+
+    async def Update(self, request: pb.UpdateRequest,
+                     context: grpc.aio.ServicerContext) -> pb.RecordResponse:
+        pt = await self._playthrough(context)
+        return pb.RecordResponse(record_json=await _call(context, self.store.update.remote(
+            pt, request.data_type, request.key, request.changes_json)))
+
+    async def Delete(self, request: pb.KeyRequest,
+                     context: grpc.aio.ServicerContext) -> pb.DeleteResponse:
+        pt = await self._playthrough(context)
+        return pb.DeleteResponse(deleted=await _call(context, self.store.delete.remote(
+            pt, request.data_type, request.key)))
+
+    async def Get(self, request: pb.KeyRequest, context: grpc.aio.ServicerContext) -> pb.RecordResponse:
+        pt = await self._playthrough(context)
+        return pb.RecordResponse(record_json=await _call(context, self.store.get.remote(
+            pt, request.data_type, request.key)))
+
+    async def SemanticSearch(self, request: pb.SemanticSearchRequest,
+                             context: grpc.aio.ServicerContext) -> pb.SearchResponse:
+        pt = await self._playthrough(context)
+        hits = await _call(context, self.store.semantic_search.remote(
+            pt, request.data_type, request.query, request.limit, request.filters_json,
+            request.min_score or None))
+        return pb.SearchResponse(hits=[pb.SearchHit(record_json=r, score=s) for r, s in hits])
+
+    async def ExactMatch(self, request: pb.ExactMatchRequest,
+                         context: grpc.aio.ServicerContext) -> pb.SearchResponse:
+        pt = await self._playthrough(context)
+        records = await _call(context, self.store.exact_match.remote(
+            pt, request.data_type, request.filters_json, request.limit))
+        return pb.SearchResponse(hits=[pb.SearchHit(record_json=r, score=0.0) for r in records])
+
+
+class TokenInterceptor(grpc.aio.ServerInterceptor):
+    """TCP only: the Narratoria service needs the daemon token (skills use their own)."""
+
+    def __init__(self, token: str) -> None:
+        self.token = token.encode()
+
+        async def deny(request: Any, context: grpc.aio.ServicerContext) -> None:
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED,
+                                f"{TOKEN_METADATA}: missing or wrong daemon token")
+
+        self._deny = grpc.unary_unary_rpc_method_handler(deny)
+        self._deny_stream = grpc.unary_stream_rpc_method_handler(deny)
+
+    async def intercept_service(self, continuation: Callable[..., Any],
+                                details: grpc.HandlerCallDetails) -> Any:
+        if details.method.startswith("/narratoria.v1.Store/"):
+            return await continuation(details)
+        given = dict(details.invocation_metadata or ()).get(TOKEN_METADATA, "")
+        if hmac.compare_digest(str(given).encode(), self.token):
+            return await continuation(details)
+        return self._deny_stream if details.method.endswith("/Turn") else self._deny
+
+
+def _version() -> str:
+    from importlib.metadata import version
+
+    try:
+        return version("narratoria")
+    except Exception:  # noqa: BLE001
+        return "0"

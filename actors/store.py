@@ -1,0 +1,133 @@
+"""StoreActor: the only process that opens the DuckDB file.
+
+It holds the persistence layer (memories, lore, reputation, …) and the daemon's
+sessions in one database. Vectors come from the EmbedderActor. A threaded actor:
+DuckDB serves concurrent readers through per-thread cursors, and the store
+serialises writers itself.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+import ray
+
+from narratoria.runtime.db import DB_FILENAME, connect
+from narratoria.runtime.sessions import SessionRecord, SessionStore
+from narratoria.runtime.state import SessionState
+from narratoria.runtime.store import MemoryEvent, PersistenceStore
+
+
+class RemoteEmbedder:
+    """The EmbeddingBackend protocol over the EmbedderActor (blocking: called from store threads)."""
+
+    name = "remote"
+
+    def __init__(self, actor: Any, info: dict[str, Any]) -> None:
+        self._actor = actor
+        self.model = info["model"]
+        self.version = info["version"]
+        self.dimensions = int(info["dimensions"])
+
+    def embed_batch(self, texts: list[str]) -> np.ndarray:
+        return ray.get(self._actor.embed_batch.remote(list(texts)))
+
+    def embed(self, text: str) -> np.ndarray:
+        return self.embed_batch([text])[0]
+
+
+def _json(value: Any) -> str:
+    return msgspec.json.encode(value).decode()
+
+
+def _doc(text: str, what: str) -> Any:
+    try:
+        return msgspec.json.decode(text) if text else {}
+    except msgspec.DecodeError as exc:
+        raise ValueError(f"{what}: not valid JSON: {exc}") from None
+
+
+@ray.remote(num_cpus=0, max_restarts=-1, max_concurrency=16)
+class StoreActor:
+    def __init__(self, data_dir: str, embedder_name: str = "embedder") -> None:
+        embedder = ray.get_actor(embedder_name)  # by name: a restart needs no stored handle
+        self.path = Path(data_dir) / DB_FILENAME
+        self._con = connect(self.path)
+        info = ray.get(embedder.info.remote())
+        self.store = PersistenceStore(self._con, RemoteEmbedder(embedder, info))
+        self.sessions = SessionStore(self._con)
+
+    def ready(self) -> dict[str, Any]:
+        return {"path": str(self.path), "pid": os.getpid()}
+
+    def status(self) -> dict[str, Any]:
+        return self.ready()
+
+    # sessions --------------------------------------------------------------------------
+
+    def create_session(self, owner: str, campaign: str, title: str) -> SessionRecord:
+        return self.sessions.create(owner, campaign, title)
+
+    def get_session(self, session_id: str, owner: str | None = None) -> SessionRecord:
+        return self.sessions.get(session_id, owner)
+
+    def list_sessions(self, owner: str | None, include_ended: bool) -> list[SessionRecord]:
+        return self.sessions.list(owner, include_ended)
+
+    def end_session(self, session_id: str, owner: str | None) -> SessionRecord:
+        return self.sessions.end(session_id, owner)
+
+    def save_turn(self, session_id: str, state: SessionState, narration: str,
+                  choices: list[str]) -> SessionRecord:
+        return self.sessions.save_turn(session_id, state, narration, choices)
+
+    def session_count(self) -> int:
+        return self.sessions.count()
+
+    # the scene's memory ----------------------------------------------------------------
+
+    def recall(self, playthrough_id: str, query: str, limit: int) -> list[str]:
+        hits = self.store.playthrough(playthrough_id).semantic_search(query, "memory_event", limit)
+        return [hit.record.summary for hit in hits]  # type: ignore[attr-defined]
+
+    def remember(self, playthrough_id: str, event: MemoryEvent) -> str:
+        stored = self.store.playthrough(playthrough_id).store("memory_event", event)
+        return str(stored.id)  # type: ignore[attr-defined]
+
+    # the Store service (skills), JSON in and out ----------------------------------------
+
+    def put(self, playthrough_id: str, data_type: str, record_json: str) -> str:
+        record = self.store.playthrough(playthrough_id).store(data_type, _doc(record_json, "record_json"))
+        return _json(record)
+
+    def update(self, playthrough_id: str, data_type: str, key: str, changes_json: str) -> str:
+        changes = _doc(changes_json, "changes_json")
+        return _json(self.store.playthrough(playthrough_id).update(data_type, key, changes))
+
+    def delete(self, playthrough_id: str, data_type: str, key: str) -> bool:
+        return self.store.playthrough(playthrough_id).delete(data_type, key)
+
+    def get(self, playthrough_id: str, data_type: str, key: str) -> str:
+        record = self.store.playthrough(playthrough_id).get(data_type, key)
+        return "" if record is None else _json(record)
+
+    def semantic_search(self, playthrough_id: str, data_type: str, query: str, limit: int,
+                        filters_json: str, min_score: float | None) -> list[tuple[str, float]]:
+        hits = self.store.playthrough(playthrough_id).semantic_search(
+            query, data_type, limit or 5, _doc(filters_json, "filters_json") or None,
+            min_score=min_score)
+        return [(_json(h.record), h.score) for h in hits]
+
+    def exact_match(self, playthrough_id: str, data_type: str, filters_json: str,
+                    limit: int) -> list[str]:
+        records = self.store.playthrough(playthrough_id).exact_match(
+            data_type, _doc(filters_json, "filters_json") or None, limit or None)
+        return [_json(r) for r in records]
+
+    def close(self) -> None:
+        self.store.close()
+        self._con.close()

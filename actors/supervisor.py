@@ -1,0 +1,144 @@
+"""SkillSupervisorActor: runs plans' skill processes under one global process cap.
+
+Each session gets its own executor (its own plan concurrency rules and skill
+health, §2.3.3); every executor shares one :class:`ProcessSlots`, so the device
+never runs more than ``limit`` skill processes and excess work waits in order.
+Each invocation gets a store token bound to its playthrough, valid while its plan
+runs, which the daemon's Store service checks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+import ray
+
+from narratoria.runtime.endpoint import ADDRESS_ENV, SKILL_TOKEN_ENV
+from narratoria.runtime.executor import ExecutorConfig, ExecutorEvent, PlanExecutor
+from narratoria.runtime.plan import ExecutionResult, Plan, ToolInvocation
+from narratoria.runtime.skills.discovery import SkillScript
+from narratoria.runtime.skills.health import SkillHealthTracker
+from narratoria.runtime.skills.registry import SkillRegistry
+from narratoria.runtime.slots import ProcessSlots
+
+
+@ray.remote(num_cpus=0, max_restarts=-1, max_concurrency=256)
+class SkillSupervisorActor:
+    def __init__(self, skill_roots: list[str], limit: int, daemon_address: str) -> None:
+        self.registry = SkillRegistry([Path(r) for r in skill_roots])
+        self.slots = ProcessSlots(limit)
+        self.address = daemon_address
+        self.config = ExecutorConfig(max_concurrency=limit)
+        self.executors: dict[str, PlanExecutor] = {}
+        self.tokens: dict[str, str] = {}  # store token -> playthrough id
+        self.plans_running = 0
+        self._tasks: set[asyncio.Task[ExecutionResult]] = set()
+
+    def ready(self) -> dict[str, Any]:
+        return {"pid": os.getpid(), "skills": sorted(self.registry.skills)}
+
+    def status(self) -> dict[str, Any]:
+        return {**self.slots.snapshot(), "pid": os.getpid(), "plansRunning": self.plans_running,
+                "liveChildren": _live_children()}
+
+    def available(self, session_id: str | None = None) -> tuple[SkillScript, ...]:
+        self.registry.refresh()
+        return tuple(sorted(self.registry.scripts(), key=lambda s: s.ref))
+
+    def skills(self, session_id: str | None = None) -> list[dict[str, Any]]:
+        self.registry.refresh()
+        health = self.executors[session_id].health if session_id in self.executors else SkillHealthTracker()
+        return [{"name": s.name, "description": s.description, "path": str(s.root),
+                 "scripts": sorted(f"{s.name}/{n}" for n in s.scripts),
+                 "health": health.state(s.name).value}
+                for s in sorted(self.registry.skills.values(), key=lambda s: s.name)]
+
+    def check_token(self, token: str) -> str | None:
+        """The playthrough a live invocation's store token belongs to, else None."""
+        return self.tokens.get(token)
+
+    def _executor(self, session_id: str, playthrough_id: str, issued: list[str]) -> PlanExecutor:
+        existing = self.executors.get(session_id)
+        health = existing.health if existing is not None else SkillHealthTracker()
+
+        def env_for(plan: Plan, tool: ToolInvocation) -> dict[str, str]:
+            token = secrets.token_urlsafe(24)
+            self.tokens[token] = playthrough_id
+            issued.append(token)
+            return {SKILL_TOKEN_ENV: token, ADDRESS_ENV: self.address}
+
+        executor = PlanExecutor(self.registry, self.config, health, slots=self.slots,
+                                invocation_env=env_for)
+        self.executors[session_id] = executor
+        return executor
+
+    async def execute(self, session_id: str, playthrough_id: str, plan: Plan,
+                      state: Any) -> AsyncIterator[Any]:
+        """Executor events as they happen, then the ExecutionResult (a streaming generator)."""
+        issued: list[str] = []
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        executor = self._executor(session_id, playthrough_id, issued)
+        self.plans_running += 1
+
+        async def run() -> ExecutionResult:
+            try:
+                return await executor.execute(plan, state, on_event=queue.put_nowait)
+            finally:
+                for token in issued:
+                    self.tokens.pop(token, None)
+
+        task = asyncio.create_task(run())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        try:
+            while True:
+                getter = asyncio.ensure_future(queue.get())
+                done, _ = await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
+                if getter in done:
+                    yield getter.result()
+                    continue
+                getter.cancel()
+                while not queue.empty():
+                    yield queue.get_nowait()
+                yield task.result()
+                return
+        finally:
+            self.plans_running -= 1
+            if not task.done():
+                task.cancel()  # the turn was cancelled: the executor kills its processes
+                await asyncio.gather(task, return_exceptions=True)
+
+    async def shutdown(self) -> int:
+        """Cancel every plan still running; the executor kills their process groups."""
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return len(tasks)
+
+    def reset_session(self, session_id: str) -> None:
+        self.executors.pop(session_id, None)
+
+
+def _live_children() -> int:
+    """Skill processes alive now (children of this actor), for status and leak checks."""
+    me = str(os.getpid())
+    count = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[1] == me:  # ppid
+            count += 1
+    return count
+
+
+__all__ = ["SkillSupervisorActor", "ExecutorEvent"]

@@ -1,0 +1,120 @@
+"""Where the daemon listens and how a client proves it may talk to it.
+
+- Default endpoint: the unix socket ``<data dir>/daemon.sock`` (mode 0600, so only
+  the user who started the daemon can connect).
+- ``NARRATORIA_ADDRESS`` overrides it for clients: ``unix:///abs/path.sock``,
+  ``unix:relative.sock`` or ``HOST:PORT``.
+- TCP needs the daemon token, generated once into ``<data dir>/daemon.token``
+  (mode 0600) and sent as metadata ``x-narratoria-token``; clients read it from
+  ``NARRATORIA_TOKEN`` or that file.
+- Skill processes get ``NARRATORIA_ADDRESS`` and a per-invocation
+  ``NARRATORIA_SKILL_TOKEN`` from the supervisor, sent as ``x-narratoria-skill-token``.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from .analytics import default_data_dir
+
+SOCKET_NAME = "daemon.sock"
+TOKEN_NAME = "daemon.token"
+TOKEN_METADATA = "x-narratoria-token"
+SKILL_TOKEN_METADATA = "x-narratoria-skill-token"
+ADDRESS_ENV = "NARRATORIA_ADDRESS"
+TOKEN_ENV = "NARRATORIA_TOKEN"
+SKILL_TOKEN_ENV = "NARRATORIA_SKILL_TOKEN"
+# A unix socket path must fit sockaddr_un (108 bytes with the NUL).
+MAX_SOCKET_PATH = 107
+
+
+class EndpointError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A parsed address: a unix socket path or a TCP host:port."""
+
+    unix_path: Path | None = None
+    host: str | None = None
+    port: int | None = None
+
+    @property
+    def is_tcp(self) -> bool:
+        return self.unix_path is None
+
+    @property
+    def grpc_target(self) -> str:
+        if self.unix_path is not None:
+            return f"unix://{self.unix_path}" if self.unix_path.is_absolute() else f"unix:{self.unix_path}"
+        host = f"[{self.host}]" if self.host and ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+    def __str__(self) -> str:
+        return self.grpc_target
+
+
+def unix_endpoint(path: str | Path) -> Endpoint:
+    path = Path(path)
+    if len(str(path.absolute())) > MAX_SOCKET_PATH:
+        raise EndpointError(f"socket path {path} is longer than {MAX_SOCKET_PATH} bytes; "
+                            "choose a shorter --socket or --data-dir")
+    return Endpoint(unix_path=path)
+
+
+def parse_address(address: str) -> Endpoint:
+    """``unix:///abs``, ``unix:rel`` or ``HOST:PORT`` (``[v6]:PORT``)."""
+    address = address.strip()
+    if address.startswith("unix://"):
+        return unix_endpoint(address[len("unix://"):])
+    if address.startswith("unix:"):
+        return unix_endpoint(address[len("unix:"):])
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise EndpointError(f"address {address!r} is neither unix:PATH nor HOST:PORT")
+    return Endpoint(host=host.strip("[]"), port=int(port))
+
+
+def default_socket(data_dir: Path | None = None) -> Path:
+    return (data_dir or default_data_dir()) / SOCKET_NAME
+
+
+def client_endpoint() -> Endpoint:
+    """Where clients find the daemon: ``NARRATORIA_ADDRESS``, else the default socket."""
+    address = os.environ.get(ADDRESS_ENV)
+    return parse_address(address) if address else unix_endpoint(default_socket())
+
+
+def token_path(data_dir: Path) -> Path:
+    return data_dir / TOKEN_NAME
+
+
+def ensure_token(data_dir: Path) -> str:
+    """The daemon token, created (0600) on first use."""
+    path = token_path(data_dir)
+    if path.exists():
+        token = path.read_text().strip()
+        if token:
+            return token
+    data_dir.mkdir(parents=True, exist_ok=True)
+    token = secrets.token_urlsafe(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(token + "\n")
+    return token
+
+
+def client_token() -> str | None:
+    """The daemon token for TCP: ``NARRATORIA_TOKEN`` or the data directory's file."""
+    token = os.environ.get(TOKEN_ENV)
+    if token:
+        return token.strip()
+    path = token_path(default_data_dir())
+    try:
+        return path.read_text().strip() or None
+    except OSError:
+        return None

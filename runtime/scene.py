@@ -1,0 +1,299 @@
+"""One turn of the scene pipeline (architecture §7.1), as typed events.
+
+player input → context (session state, recalled memories, last scene) → plan →
+execute → aggregate (state patches, assets, ui events) → narration (streamed) →
+3–4 choices → scene summary stored as a memory event → session saved → done.
+
+The services are injected (plain Python here; the daemon's coordinator passes
+adapters over its actors), so the pipeline runs the same in a test, a CLI and the
+daemon. Whatever fails — planner, executor, narrator, memory — the player still
+gets narration and choices: the replan loop handles plan failures, and every later
+step has a fallback. Events are ``(kind, payload)`` pairs whose kinds and fields are
+the proto's ``TurnEvent`` oneof (``proto/narratoria.proto``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+import msgspec
+
+from .analytics import AnalyticsLog
+from .executor import ExecutorEvent
+from .plan import ExecutionResult, Plan, ToolError
+from .planner.base import Planner
+from .planner.choices import clean_choices, fallback_choices
+from .planner.narration import NarrationContext
+from .replan import Executor, ReplanLoop, TurnOutcome, success_narration
+from .skills.discovery import SkillScript
+from .state import SessionState
+from .store import MemoryEvent
+
+Emit = Callable[[str, dict[str, Any]], None]
+log = logging.getLogger(__name__)
+
+RECALL_LIMIT = 3
+CHOICES_BUDGET_S = 10.0
+SUMMARY_MAX = 400
+
+
+class Narrator(Protocol):
+    def narrate(self, context: NarrationContext) -> AsyncIterator[str]: ...
+
+    async def choices(self, player_input: str, narration: str) -> list[str]: ...
+
+
+class Memory(Protocol):
+    async def recall(self, playthrough_id: str, query: str, limit: int) -> list[str]: ...
+
+    async def remember(self, playthrough_id: str, event: MemoryEvent) -> None: ...
+
+
+SaveTurn = Callable[[str, SessionState, str, list[str]], Awaitable[None]]
+
+
+@dataclass
+class SceneServices:
+    planner: Planner
+    executor: Executor
+    narrator: Narrator
+    memory: Memory
+    save_turn: SaveTurn
+    fallback_planner: Planner | None = None
+    analytics: AnalyticsLog | None = None
+    generation_budget_s: float = 5.0
+
+
+@dataclass
+class SceneInput:
+    session_id: str
+    playthrough_id: str
+    turn_number: int
+    player_input: str
+    state: SessionState
+    last_narration: str = ""
+    available: tuple[SkillScript, ...] = ()
+
+
+@dataclass
+class SceneResult:
+    narration: str
+    choices: list[str]
+    state: SessionState
+    fallback: bool
+    timings_ms: dict[str, int] = field(default_factory=dict)
+
+
+class _GuardedExecutor:
+    """An executor whose crash (a dead supervisor, say) is a failed attempt, not a crashed turn."""
+
+    def __init__(self, inner: Executor) -> None:
+        self.inner = inner
+
+    async def execute(self, plan: Plan, state: Any = None,
+                      on_event: Callable[[ExecutorEvent], None] | None = None) -> ExecutionResult:
+        try:
+            return await self.inner.execute(plan, state, on_event=on_event)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - reported as the attempt's failure
+            error = ToolError(code="executor_unavailable", category="execution_error",
+                              message=f"skill supervisor failed: {type(exc).__name__}: {exc}")
+            return ExecutionResult(planId=plan.requestId, success=False, canReplan=True,
+                                   failedTools=[t.toolId for t in plan.tools], error=error)
+
+
+def _json(value: Any) -> str:
+    return msgspec.json.encode(value).decode() if value is not None else ""
+
+
+def _forward(emit: Emit) -> Callable[[str, dict[str, Any]], None]:
+    """Translate the replan loop's events into the proto's turn events."""
+
+    def on_loop(kind: str, data: dict[str, Any]) -> None:
+        if kind == "state":
+            emit("phase", {"phase": data["state"], "attempt": data["attempt"]})
+        elif kind == "plan":
+            emit("plan", {"attempt": data["attempt"], "planner": data.get("planner", ""),
+                          "plan_json": _json(data["plan"]), "skills": data.get("skills", []),
+                          "generation_ms": data.get("generationMs", 0)})
+        elif kind == "executor":
+            _tool_event(emit, data["event"])
+        elif kind == "attempt_failed":
+            emit("replan", {"attempt": data["attempt"],
+                            "reason": data.get("error") or data.get("outcome") or "failed",
+                            "failed_tools": data.get("failedTools", []),
+                            "disabled_skills": data.get("disabledSkills", [])})
+
+    return on_loop
+
+
+def _tool_event(emit: Emit, event: ExecutorEvent) -> None:
+    if event.kind in ("tool_started", "tool_retry"):
+        path = (event.event or {}).get("toolPath", "")
+        emit("tool_started", {"tool_id": event.tool_id, "tool_path": path, "attempt": event.attempt})
+    elif event.kind == "tool_event" and event.event is not None:
+        emit("tool_event", {"tool_id": event.tool_id, "type": str(event.event.get("type", "")),
+                            "event_json": _json(event.event), "attempt": event.attempt})
+    elif event.kind == "tool_finished" and event.result is not None:
+        result = event.result
+        emit("tool_finished", {"tool_id": event.tool_id, "ok": result.state == "success",
+                               "error": result.error.message if result.error else "",
+                               "duration_ms": result.executionTimeMs,
+                               "output_json": _json(result.output), "attempt": result.retryCount})
+
+
+def _outcomes(outcome: TurnOutcome) -> list[str]:
+    if outcome.result is None:
+        return []
+    return [str(r.output["summary"]) for r in outcome.result.toolResults
+            if r.state == "success" and r.output and r.output.get("summary")]
+
+
+def _skill_choices(outcome: TurnOutcome) -> list[str]:
+    """Options from a skill's ``ui_event narrative_choice``, if one offered any."""
+    if outcome.result is None:
+        return []
+    for ui in outcome.result.uiEvents:
+        if ui.get("event") != "narrative_choice":
+            continue
+        data = ui.get("data") or {}
+        raw = data.get("choices") or data.get("options") or []
+        texts = [c.get("text") or c.get("label") or "" if isinstance(c, dict) else c for c in raw]
+        if cleaned := clean_choices(texts):
+            return cleaned
+    return []
+
+
+def _narratable(state: SessionState) -> dict[str, Any]:
+    """The few state facts worth telling the narrator: small models copy JSON they see."""
+    return {k: v for k, v in state.tree.items()
+            if k in ("location", "time", "weather") and isinstance(v, (str, int, float))}
+
+
+def scene_summary(turn_number: int, player_input: str, narration: str) -> str:
+    story = " ".join(narration.split())
+    return f"Turn {turn_number}: {' '.join(player_input.split())}. {story}"[:SUMMARY_MAX]
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.timings: dict[str, int] = {}
+        self._started = time.monotonic()
+
+    def add(self, name: str, since: float) -> None:
+        self.timings[name] = self.timings.get(name, 0) + int((time.monotonic() - since) * 1000)
+
+    def total(self) -> dict[str, int]:
+        return {**self.timings, "total": int((time.monotonic() - self._started) * 1000)}
+
+
+async def run_scene(services: SceneServices, scene: SceneInput, emit: Emit) -> SceneResult:
+    clock = _Clock()
+    emit("started", {"session_id": scene.session_id, "turn_number": scene.turn_number,
+                     "input": scene.player_input})
+    memories = await _recall(services.memory, scene)
+
+    loop = ReplanLoop(services.planner, _GuardedExecutor(services.executor),
+                      fallback_planner=services.fallback_planner, analytics=services.analytics,
+                      generation_budget_s=services.generation_budget_s)
+    started = time.monotonic()
+    outcome = await loop.run(scene.player_input, scene.available, scene.state,
+                             session_id=scene.session_id, on_event=_forward(emit))
+    clock.timings["plan"] = sum(a.generation_ms for a in outcome.attempts)
+    clock.timings["execute"] = sum(a.execution_ms for a in outcome.attempts)
+    clock.add("replan_overhead", started)
+    clock.timings["replan_overhead"] -= clock.timings["plan"] + clock.timings["execute"]
+
+    state = scene.state
+    if outcome.fallback:
+        emit("fallback", {"attempts": len(outcome.attempts),
+                          "reason": (outcome.attempts[-1].error or outcome.attempts[-1].outcome)
+                          if outcome.attempts else "no attempt"})
+        narration = outcome.narration
+        emit("narration", {"text": narration})
+    else:
+        assert outcome.result is not None
+        state = SessionState(outcome.result.aggregatedState, scene.state.stats)
+        emit("phase", {"phase": "NARRATING", "attempt": len(outcome.attempts)})
+        since = time.monotonic()
+        narration = await _narrate(services.narrator, NarrationContext(
+            player_input=scene.player_input, scene=scene.last_narration,
+            outcomes=_outcomes(outcome), memories=memories, state=_narratable(state)), emit)
+        if not narration.strip():
+            narration = success_narration(outcome.plan, outcome.result) if outcome.plan else ""
+            emit("narration", {"text": narration})
+        clock.add("narrate", since)
+
+    emit("phase", {"phase": "CHOOSING", "attempt": len(outcome.attempts)})
+    since = time.monotonic()
+    choices = _skill_choices(outcome) or await _choose(services.narrator, scene.player_input, narration)
+    clock.add("choices", since)
+    emit("choices", {"options": choices})
+
+    emit("phase", {"phase": "STORING", "attempt": len(outcome.attempts)})
+    since = time.monotonic()
+    await _remember(services.memory, scene, narration, state)
+    await services.save_turn(scene.session_id, state, narration, choices)
+    clock.add("store", since)
+
+    timings = clock.total()
+    emit("done", {"turn_number": scene.turn_number, "narration": narration,
+                  "fallback": outcome.fallback, "timings_ms": timings,
+                  "state_json": _json(state.tree), "outcome": outcome.state.value})
+    return SceneResult(narration, choices, state, outcome.fallback, timings)
+
+
+async def _recall(memory: Memory, scene: SceneInput) -> list[str]:
+    try:
+        return await memory.recall(scene.playthrough_id, scene.player_input, RECALL_LIMIT)
+    except asyncio.CancelledError:
+        raise
+    except Exception:  # noqa: BLE001 - a turn without memories is still a turn
+        log.warning("session %s: recall failed", scene.session_id, exc_info=True)
+        return []
+
+
+async def _narrate(narrator: Narrator, context: NarrationContext, emit: Emit) -> str:
+    pieces: list[str] = []
+    try:
+        async for piece in narrator.narrate(context):
+            pieces.append(piece)
+            emit("narration", {"text": piece})
+    except asyncio.CancelledError:
+        raise
+    except Exception:  # noqa: BLE001 - the narrator died: keep what it said, if anything
+        log.warning("narration failed after %d pieces", len(pieces), exc_info=True)
+    return "".join(pieces).strip()
+
+
+async def _choose(narrator: Narrator, player_input: str, narration: str) -> list[str]:
+    try:
+        options = await asyncio.wait_for(narrator.choices(player_input, narration),
+                                         CHOICES_BUDGET_S)
+    except asyncio.CancelledError:
+        raise
+    except Exception:  # noqa: BLE001 - stock choices beat none
+        log.warning("choice generation failed", exc_info=True)
+        options = []
+    return fallback_choices(options)
+
+
+async def _remember(memory: Memory, scene: SceneInput, narration: str, state: SessionState) -> None:
+    location = state.tree.get("location")
+    event = MemoryEvent(summary=scene_summary(scene.turn_number, scene.player_input, narration),
+                        timestamp=datetime.now(UTC), session_id=scene.session_id,
+                        action_type="scene",
+                        location=location if isinstance(location, str) and location else None)
+    try:
+        await memory.remember(scene.playthrough_id, event)
+    except asyncio.CancelledError:
+        raise
+    except Exception:  # noqa: BLE001 - the turn is saved even if its memory is not
+        log.warning("session %s: scene memory not stored", scene.session_id, exc_info=True)
