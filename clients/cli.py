@@ -1,7 +1,9 @@
 """The `narratoria` command line.
 
-Subcommands are thin: they parse arguments, call the runtime, and print either
-a human summary or, with ``--json``, one JSON document on stdout.
+Subcommands are thin: they parse arguments, call the runtime (local commands) or
+the daemon over gRPC (``status``, ``session``, ``turn --session``, ``play``), and
+print either a human summary or, with ``--json``, JSON on stdout: one document, or
+one object a line for a streamed turn.
 """
 
 from __future__ import annotations
@@ -9,9 +11,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import msgspec
 
@@ -22,7 +25,18 @@ from narratoria.runtime.planner import PatternPlanner
 from narratoria.runtime.replan import ReplanLoop
 from narratoria.runtime.skills import SkillRegistry, builtin_skills_dir, user_skills_dir
 from narratoria.runtime.skills.conformance import check_skill
+from narratoria.runtime.endpoint import EndpointError
 from narratoria.runtime.state import SessionState
+
+from . import play
+from .client import ClientError, NarratoriaClient, event_to_dict, message_to_dict
+from .render import (
+    TurnRenderer,
+    format_session,
+    format_session_line,
+    format_state,
+    format_status,
+)
 
 VERSION = "0.1.0"
 
@@ -125,9 +139,140 @@ def cmd_plan_run(args: argparse.Namespace) -> int:
     return 0 if result.success else 1
 
 
+# -- daemon commands ---------------------------------------------------------------------
+
+Command = Callable[[argparse.Namespace], int]
+
+
+def _client_command(func: Command) -> Command:
+    """Report a daemon error or a bad NARRATORIA_ADDRESS in one line, never a traceback:
+    exit 2 for a request the daemon calls invalid, 1 for everything else it refused."""
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return func(args)
+        except EndpointError as exc:
+            return _fail(str(exc))
+        except ClientError as exc:
+            return _fail(str(exc), 2 if exc.code == "INVALID_ARGUMENT" else 1)
+    run.__name__ = func.__name__
+    return run
+
+
+def _print_json_line(doc: Any) -> None:
+    # Flushed per line so a reader sees each streamed event as it happens.
+    sys.stdout.write(json.dumps(doc, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    with NarratoriaClient() as client:
+        status = client.status()
+    if args.json:
+        _print_json(message_to_dict(status))
+    else:
+        sys.stdout.write(format_status(status))
+    return 0
+
+
+def cmd_session_new(args: argparse.Namespace) -> int:
+    with NarratoriaClient() as client:
+        session = client.create_session(campaign=args.campaign or "", title=args.title or "")
+    if args.json:
+        _print_json(message_to_dict(session))
+    else:
+        print(session.id)
+    return 0
+
+
+def cmd_session_list(args: argparse.Namespace) -> int:
+    with NarratoriaClient() as client:
+        sessions = client.list_sessions(include_ended=args.all)
+    if args.json:
+        _print_json({"sessions": [message_to_dict(s) for s in sessions]})
+    elif not sessions:
+        print("no sessions" if args.all else "no active sessions (--all shows ended ones)")
+    else:
+        sys.stdout.write("".join(format_session_line(s) for s in sessions))
+    return 0
+
+
+def cmd_session_end(args: argparse.Namespace) -> int:
+    with NarratoriaClient() as client:
+        session = client.end_session(args.id)
+    if args.json:
+        _print_json(message_to_dict(session))
+    else:
+        print(f"session {session.id} {session.status} after {session.turns} turns")
+    return 0
+
+
+def cmd_session_show(args: argparse.Namespace) -> int:
+    with NarratoriaClient() as client:
+        session = client.resume_session(args.id)
+        state = client.get_state(args.id)
+    if args.json:
+        _print_json({"session": message_to_dict(session), "state": message_to_dict(state)})
+    else:
+        sys.stdout.write(format_session(session) + "\n" + format_state(state))
+    return 0
+
+
+def cmd_daemon_turn(args: argparse.Namespace) -> int:
+    """One turn of a daemon session, streamed as it happens."""
+    with NarratoriaClient() as client:
+        renderer = TurnRenderer(verbose=args.verbose)
+        for ev in client.turn(args.session, text=args.text, choice=args.choice):
+            text = renderer.feed(ev)  # under --json too: it notes the turn's end
+            if args.json:
+                _print_json_line(event_to_dict(ev))
+            else:
+                sys.stdout.write(text)
+                sys.stdout.flush()
+    if renderer.done is None:
+        return _fail("the turn's stream ended before the turn did", 1)
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    # Imported here: the daemon pulls in Ray and the model, which no other command needs.
+    try:
+        from narratoria.actors.daemon import serve_main
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("narratoria.actors.daemon", "narratoria.actors"):
+            raise
+        return _fail("this build has no daemon (narratoria.actors.daemon is missing)", 1)
+    return serve_main(args)
+
+
 # -- turn --------------------------------------------------------------------------------
 
+_LOCAL_ONLY = {"state": "--state", "concurrency": "--concurrency",
+               "tool_timeout": "--tool-timeout", "plan_timeout": "--plan-timeout",
+               "analytics_log": "--analytics-log", "skills_dir": "--skills-dir"}
+
+
 def cmd_turn(args: argparse.Namespace) -> int:
+    """``turn --local TEXT`` plays in this process; ``turn --session ID`` asks the daemon."""
+    if args.local:
+        if args.session or args.choice is not None:
+            return _fail("turn --local takes TEXT only (no --session or --choice)")
+        if args.text is None:
+            return _fail("turn --local needs the player's TEXT")
+        return cmd_local_turn(args)
+    local_only = [flag for name, flag in _LOCAL_ONLY.items() if getattr(args, name)]
+    if local_only:
+        return _fail(f"{', '.join(local_only)} only apply to a --local turn")
+    if not args.session:
+        return _fail("turn needs --session ID (a daemon session; see `narratoria session new`) "
+                     "or --local to play without the daemon")
+    if (args.text is None) == (args.choice is None):
+        return _fail("turn takes the player's TEXT or --choice N, exactly one of them")
+    if args.choice is not None and args.choice < 1:
+        return _fail(f"--choice {args.choice}: choices are numbered from 1")
+    return _client_command(cmd_daemon_turn)(args)
+
+
+def cmd_local_turn(args: argparse.Namespace) -> int:
     registry = SkillRegistry(_roots(args))
     state = _load_state(args.state)
     executor = _executor(args, registry)
@@ -251,14 +396,22 @@ def cmd_bench_store(args: argparse.Namespace) -> int:
     return _emit_report(args, report, write_markdown)
 
 
+def cmd_bench_turn(args: argparse.Namespace) -> int:
+    from .bench_turn import run_turn_bench, write_markdown
+
+    report = run_turn_bench(clients=args.clients, turns_each=args.turns, raw_turns=args.raw_turns,
+                            progress=not args.json)
+    return _emit_report(args, report, write_markdown)
+
+
 # -- parser ------------------------------------------------------------------------------
 
-def _add_skill_dirs(p: argparse.ArgumentParser) -> None:
+def _add_skill_dirs(p: argparse._ActionsContainer) -> None:
     p.add_argument("--skills-dir", action="append", metavar="DIR",
                    help="an extra skill root (repeatable); later roots override earlier ones")
 
 
-def _add_exec_options(p: argparse.ArgumentParser) -> None:
+def _add_exec_options(p: argparse._ActionsContainer) -> None:
     p.add_argument("--state", metavar="FILE", help="initial session state (JSON object)")
     p.add_argument("--concurrency", type=int, metavar="N",
                    help="max concurrent skill processes (default: CPU count)")
@@ -270,8 +423,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="narratoria",
         description="Narratoria runtime: plans, skills and the NDJSON tool protocol.",
-        epilog="Start with `narratoria skills list`, then `narratoria turn \"I roll the dice\"` "
-               "or `narratoria plan run deploy/examples/demo-plan.json`.",
+        epilog="Start the daemon with `narratoria serve`, then `narratoria play`. Without it: "
+               "`narratoria skills list`, `narratoria turn --local \"I roll the dice\"` or "
+               "`narratoria plan run deploy/examples/demo-plan.json`.",
     )
     parser.add_argument("--version", action="version", version=f"narratoria {VERSION}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -285,14 +439,78 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="print the Execution Result document")
     run.set_defaults(func=cmd_plan_run)
 
-    turn = sub.add_parser("turn", help="play one turn locally (pattern planner + replan loop)")
-    turn.add_argument("text", help="what the player does, e.g. \"I roll 2d6 to pick the lock\"")
-    _add_skill_dirs(turn)
-    _add_exec_options(turn)
-    turn.add_argument("--analytics-log", metavar="FILE",
-                      help="where attempt records go (default: the data dir's analytics.jsonl)")
+    turn = sub.add_parser(
+        "turn", help="play one turn: of a daemon session, or --local without the daemon",
+        description="With --session: one turn of a daemon session, streamed (--json: one JSON "
+                    "object per event). With --local: the pattern planner and replan loop in "
+                    "this process, no daemon.")
+    turn.add_argument("text", nargs="?", metavar="TEXT",
+                      help="what the player does, e.g. \"I roll 2d6 to pick the lock\"")
+    turn.add_argument("--session", metavar="ID", help="the daemon session to play")
+    turn.add_argument("--choice", type=int, metavar="N",
+                      help="pick choice N (1-based) of the session's last choices, instead of TEXT")
+    turn.add_argument("-v", "--verbose", action="store_true",
+                      help="also show phases, plans, tool starts and logs (daemon turns)")
+    turn.add_argument("--local", action="store_true",
+                      help="play TEXT in this process (pattern planner + replan loop)")
+    local = turn.add_argument_group("--local options")
+    _add_skill_dirs(local)
+    _add_exec_options(local)
+    local.add_argument("--analytics-log", metavar="FILE",
+                       help="where attempt records go (default: the data dir's analytics.jsonl)")
     turn.add_argument("--json", action="store_true")
     turn.set_defaults(func=cmd_turn)
+
+    status = sub.add_parser("status", help="the daemon's actors, model, skill processes, sessions")
+    status.add_argument("--json", action="store_true")
+    status.set_defaults(func=_client_command(cmd_status))
+
+    session = sub.add_parser("session", help="daemon sessions: new, list, show, end")
+    session_sub = session.add_subparsers(dest="session_command", metavar="ACTION", required=True)
+    new = session_sub.add_parser("new", help="create a session and print its id")
+    new.add_argument("--campaign", metavar="ID")
+    new.add_argument("--title", metavar="T")
+    new.add_argument("--json", action="store_true")
+    new.set_defaults(func=_client_command(cmd_session_new))
+    sls = session_sub.add_parser("list", help="active sessions (--all: ended ones too)")
+    sls.add_argument("--all", action="store_true", help="include ended sessions")
+    sls.add_argument("--json", action="store_true")
+    sls.set_defaults(func=_client_command(cmd_session_list))
+    show = session_sub.add_parser("show", help="a session's last narration, choices and state")
+    show.add_argument("id", metavar="ID")
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(func=_client_command(cmd_session_show))
+    end = session_sub.add_parser("end", help="end a session")
+    end.add_argument("id", metavar="ID")
+    end.add_argument("--json", action="store_true")
+    end.set_defaults(func=_client_command(cmd_session_end))
+
+    play_p = sub.add_parser("play", help="play in the terminal (a daemon session)",
+                            description="Create (or --session resume) a session and play it: "
+                                        "a number picks a choice, other text is free text; "
+                                        "/state, /help, /quit. Reads the terminal, a pipe, "
+                                        "--script FILE, or nothing with --auto.")
+    play.add_arguments(play_p)
+    play_p.set_defaults(func=_client_command(play.cmd_play))
+
+    serve = sub.add_parser("serve", help="run the daemon")
+    where = serve.add_mutually_exclusive_group()
+    where.add_argument("--socket", metavar="PATH",
+                       help="unix socket to listen on (default: the data dir's daemon.sock)")
+    where.add_argument("--listen", metavar="HOST:PORT",
+                       help="listen on TCP instead (clients need the daemon token)")
+    serve.add_argument("--data-dir", metavar="DIR", help="sessions, store, token, socket")
+    serve.add_argument("--model", metavar="PATH", help="the GGUF model for planning and narration")
+    _add_skill_dirs(serve)
+    serve.add_argument("--skill-limit", type=int, metavar="N",
+                       help="max concurrent skill processes")
+    serve.add_argument("--planner", choices=("model", "pattern"),
+                       help="who plans turns: the model (default) or the pattern planner "
+                            "(no model plans: tests, weak devices)")
+    serve.add_argument("--embedding-backend", choices=("local", "hash", "openai"),
+                       help="the store's embeddings (default: local MiniLM)")
+    serve.add_argument("--json", action="store_true")
+    serve.set_defaults(func=cmd_serve)
 
     skills = sub.add_parser("skills", help="discover and check skills")
     skills_sub = skills.add_subparsers(dest="skills_command", metavar="ACTION", required=True)
@@ -324,6 +542,15 @@ def build_parser() -> argparse.ArgumentParser:
     store.add_argument("--write", metavar="FILE", help="append the results to FILE (markdown)")
     store.add_argument("--json", action="store_true")
     store.set_defaults(func=cmd_bench_store)
+    turn = bench_sub.add_parser("turn", help="turn latency and throughput through a real daemon")
+    turn.add_argument("--clients", type=int, nargs="+", default=[1, 2, 4, 8], metavar="N",
+                      help="concurrent clients, one run each (default: 1 2 4 8)")
+    turn.add_argument("--turns", type=int, default=2, help="turns per client per run")
+    turn.add_argument("--raw-turns", type=int, default=8,
+                      help="turns of the raw-model baseline (same prompts, no daemon)")
+    turn.add_argument("--write", metavar="FILE", help="append the results to FILE (markdown)")
+    turn.add_argument("--json", action="store_true")
+    turn.set_defaults(func=cmd_bench_turn)
     return parser
 
 
@@ -337,6 +564,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.func(args)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader (`| head`) went away: nothing left to say, and no traceback. Point
+        # stdout at /dev/null so the interpreter's final flush does not complain.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

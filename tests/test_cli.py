@@ -31,7 +31,7 @@ def write_plan(tmp_path: Path, doc: dict) -> Path:
 
 def test_help_and_version():
     out = cli("--help", check=True).stdout
-    for command in ("plan", "skills", "turn", "bench"):
+    for command in ("plan", "skills", "turn", "bench", "status", "session", "play", "serve"):
         assert command in out
     assert cli("--version", check=True).stdout.startswith("narratoria ")
 
@@ -102,11 +102,19 @@ def test_skills_check_reports_every_violation_of_a_hostile_skill():
 
 def test_turn_plays_a_local_turn_and_logs_analytics(tmp_path):
     log = tmp_path / "analytics.jsonl"
-    proc = cli("turn", "I roll 2d6 to climb the wall", "--analytics-log", str(log), "--json",
-               check=True)
+    proc = cli("turn", "--local", "I roll 2d6 to climb the wall", "--analytics-log", str(log),
+               "--json", check=True)
     doc = json.loads(proc.stdout)
     assert doc["state"] == "SUCCESS" and doc["result"]["aggregatedState"]["lastRoll"]
     assert json.loads(log.read_text().splitlines()[0])["outcome"] == "success"
+    human = cli("turn", "--local", "I roll 1d20", "--analytics-log", str(log), check=True)
+    assert "lastRoll" in human.stdout
+
+
+def test_turn_without_local_or_session_explains_both():
+    proc = cli("turn", "I roll 2d6")
+    assert proc.returncode == 2
+    assert "--session ID" in proc.stderr and "--local" in proc.stderr
 
 
 def test_bench_protocol_json_reports_against_a_same_run_baseline(tmp_path):

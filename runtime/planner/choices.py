@@ -9,6 +9,7 @@ sensible set from :func:`fallback_choices`.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -17,6 +18,7 @@ from .grammar import to_grammar
 from .model import ModelPlanner
 
 MIN_CHOICES, MAX_CHOICES = 3, 4
+_NUMBERING = re.compile(r"^\s*(?:\d+[.):]|[-*•])\s*")  # the model numbers them; the menu does
 CHOICE_MAX = 60  # characters: a menu line, not a paragraph
 
 CHOOSER_ROLE = (
@@ -45,7 +47,7 @@ def clean_choices(options: Sequence[Any]) -> list[str]:
     seen: set[str] = set()
     out: list[str] = []
     for option in options:
-        text = " ".join(str(option).split())[:CHOICE_MAX].strip()
+        text = _NUMBERING.sub("", " ".join(str(option).split()))[:CHOICE_MAX].strip()
         if text and text.lower() not in seen:
             seen.add(text.lower())
             out.append(text)

@@ -1,0 +1,185 @@
+"""`narratoria bench turn`: turn latency and throughput through a real daemon.
+
+The baseline, measured in the same run: the same turns (plan under the grammar,
+narration, choices) sent straight to the model with llama-cpp-python in this
+process, one after another — the most one model on this machine can do. The
+daemon is then started on a temporary socket and driven by N concurrent clients,
+each in its own session; N = 1 gives the single-player latency, larger N the
+throughput of the shared model against the raw one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+PROMPTS = ("I roll 2d6 to climb the harbour wall", "I look around the market square",
+           "I ask the innkeeper about the missing ship", "I search the old library for a map")
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
+
+
+def _say(progress: bool, text: str) -> None:
+    if progress:
+        print(f"  {text}", file=sys.stderr, flush=True)
+
+
+def bench_raw(turns: int, progress: bool) -> dict[str, Any]:
+    """The same three model calls a turn makes, in this process, without the daemon."""
+    from narratoria.runtime.planner.base import PlanRequest
+    from narratoria.runtime.planner.choices import model_choices
+    from narratoria.runtime.planner.model import ModelPlanner
+    from narratoria.runtime.planner.narration import NarrationContext
+    from narratoria.runtime.skills.registry import SkillRegistry, builtin_skills_dir
+
+    planner = ModelPlanner()
+    available = tuple(SkillRegistry([builtin_skills_dir()]).scripts())
+    latencies = []
+    started = time.perf_counter()
+    for i in range(turns):
+        text = PROMPTS[i % len(PROMPTS)]
+        t0 = time.perf_counter()
+        try:
+            plan = planner.plan(PlanRequest(text, available))
+            narrative = plan.narrative or ""
+        except Exception:  # noqa: BLE001 - a failed plan still costs its tokens
+            narrative = ""
+        narration = "".join(planner.narrate(NarrationContext(player_input=text, scene=narrative)))
+        model_choices(planner, text, narration)
+        latencies.append(time.perf_counter() - t0)
+        _say(progress, f"raw model: turn {i + 1}/{turns} {latencies[-1]:.2f} s")
+    elapsed = time.perf_counter() - started
+    return {"turns": turns, "p50S": round(statistics.median(latencies), 3),
+            "p95S": round(_pct(latencies, 0.95), 3), "turnsPerS": round(turns / elapsed, 4)}
+
+
+class _Daemon:
+    def __init__(self, folder: Path) -> None:
+        self.socket = folder / "d.sock"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "narratoria.clients.cli", "serve", "--socket", str(self.socket),
+             "--data-dir", str(folder / "data"), "--json"],
+            stdout=subprocess.PIPE, stderr=open(folder / "daemon.log", "wb"), text=True,
+            start_new_session=True)
+        line = self.proc.stdout.readline() if self.proc.stdout else ""
+        if not line.strip():
+            raise RuntimeError(f"the daemon did not start; see {folder / 'daemon.log'}")
+        self.ready = json.loads(line)
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+
+
+def bench_clients(address: str, clients: int, turns_each: int, progress: bool) -> dict[str, Any]:
+    from .client import NarratoriaClient
+
+    latencies: list[float] = []
+    first_token: list[float] = []
+    failures: list[str] = []
+    lock = threading.Lock()
+
+    def player(i: int) -> None:
+        try:
+            with NarratoriaClient(address, timeout_s=600) as client:
+                sid = client.create_session(title=f"bench {i}").id
+                for t in range(turns_each):
+                    t0 = time.perf_counter()
+                    first = None
+                    for event in client.turn(sid, text=PROMPTS[(i + t) % len(PROMPTS)]):
+                        if first is None and event.WhichOneof("event") == "narration":
+                            first = time.perf_counter() - t0
+                    with lock:
+                        latencies.append(time.perf_counter() - t0)
+                        if first is not None:
+                            first_token.append(first)
+        except Exception as exc:  # noqa: BLE001 - counted, reported
+            with lock:
+                failures.append(f"{type(exc).__name__}: {exc}")
+
+    started = time.perf_counter()
+    threads = [threading.Thread(target=player, args=(i,)) for i in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - started
+    _say(progress, f"daemon: {clients} clients, {len(latencies)} turns in {elapsed:.1f} s")
+    return {"clients": clients, "turns": len(latencies), "failures": failures,
+            "p50S": round(statistics.median(latencies), 3) if latencies else None,
+            "p95S": round(_pct(latencies, 0.95), 3) if latencies else None,
+            "firstNarrationP50S": round(statistics.median(first_token), 3) if first_token else None,
+            "turnsPerS": round(len(latencies) / elapsed, 4)}
+
+
+def run_turn_bench(clients: list[int], turns_each: int = 2, raw_turns: int = 8,
+                   progress: bool = True) -> dict[str, Any]:
+    _say(progress, f"baseline: {raw_turns} turns straight to llama-cpp-python")
+    raw = bench_raw(raw_turns, progress)
+    with tempfile.TemporaryDirectory(prefix="nb-", dir="/tmp") as tmp:
+        _say(progress, "starting the daemon")
+        daemon = _Daemon(Path(tmp))
+        try:
+            runs = [bench_clients(f"unix://{daemon.socket}", n, turns_each, progress)
+                    for n in clients]
+        finally:
+            daemon.stop()
+    from .bench import machine
+
+    at_max = runs[-1]
+    ratio = round(at_max["turnsPerS"] / raw["turnsPerS"], 3) if raw["turnsPerS"] else None
+    one = runs[0]
+    return {
+        "machine": machine(),
+        "baselineRawModel": raw,
+        "daemon": runs,
+        "targets": {"p50OneClientS": 3.0, "throughputVsRaw": 0.9},
+        "throughputVsRaw": ratio,
+        "daemonStartupS": daemon.ready.get("startupS"),
+        "summary": [
+            f"raw model: p50 {raw['p50S']} s/turn, {raw['turnsPerS']} turns/s",
+            *(f"daemon, {r['clients']} clients: p50 {r['p50S']} s, first narration "
+              f"{r['firstNarrationP50S']} s, {r['turnsPerS']} turns/s, failures {len(r['failures'])}"
+              for r in runs),
+            f"one client p50 {one['p50S']} s (target < 3 s); throughput at "
+            f"{at_max['clients']} clients {ratio} of raw (target >= 0.9)",
+        ],
+    }
+
+
+def write_markdown(path: Path, report: dict[str, Any], command: str) -> None:
+    raw = report["baselineRawModel"]
+    m = report["machine"]
+    machine = f"{m['cpu']}, {m['cores']} cores, Python {m['python']}"
+    lines = [f"\n## turn — {time.strftime('%Y-%m-%dT%H:%M:%S%z')}\n", f"- command: `{command}`",
+             f"- machine: {machine}",
+             f"- baseline: the same turns straight to llama-cpp-python in one process: p50 "
+             f"{raw['p50S']} s, {raw['turnsPerS']} turns/s",
+             f"- daemon startup (Ray, 5 actors, model, embedder): {report['daemonStartupS']} s\n",
+             "| clients | turns | p50 s | p95 s | first narration p50 s | turns/s | vs raw |",
+             "|---|---|---|---|---|---|---|"]
+    for run in report["daemon"]:
+        ratio = round(run["turnsPerS"] / raw["turnsPerS"], 3) if raw["turnsPerS"] else "—"
+        lines.append(f"| {run['clients']} | {run['turns']} | {run['p50S']} | {run['p95S']} | "
+                     f"{run['firstNarrationP50S']} | {run['turnsPerS']} | {ratio} |")
+    lines += ["", *report["summary"]]
+    with path.open("a") as fh:
+        fh.write("\n".join(lines) + "\n")
+
+
+__all__ = ["run_turn_bench", "write_markdown"]

@@ -1,0 +1,262 @@
+"""``narratoria play``: an interactive terminal front-end over the daemon.
+
+Creates a session (or resumes one with ``--session``), then loops: read a line, play
+it as a turn, stream the story as it arrives. A number picks one of the offered
+choices, anything else is free text; ``/state``, ``/help``, ``/quit``. Input comes
+from the terminal, from a pipe (scripts and tests), from ``--script FILE``, or from
+nobody at all with ``--auto`` (always the first choice), so a demo can run unattended.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence, TextIO
+
+from narratoria.proto import narratoria_pb2 as pb
+
+from .client import ClientError, NarratoriaClient, event_to_dict, message_to_dict
+from .render import TurnRenderer, format_choices, format_session, format_state
+
+__all__ = ["Action", "add_arguments", "auto_action", "cmd_play", "parse_action"]
+
+HELP = """\
+  a number      pick that choice
+  any text      say or do something (free text)
+  /state        show the session state
+  /choices      show the choices again
+  /help         this help
+  /quit         leave (EOF or Ctrl-D too); the session stays, resume it with --session
+"""
+FIRST_AUTO_TEXT = "look around"
+DEFAULT_AUTO_TURNS = 3
+# Errors after which the next line may well work; anything else ends the game.
+RECOVERABLE = frozenset({"INVALID_ARGUMENT", "FAILED_PRECONDITION", "RESOURCE_EXHAUSTED"})
+
+
+@dataclass(frozen=True)
+class Action:
+    """What one input line asks for."""
+
+    kind: str                   # turn | quit | state | help | choices | none | invalid
+    text: str | None = None     # a turn's free text
+    choice: int | None = None   # a turn's 1-based choice
+    message: str = ""           # why an input is invalid
+
+
+def parse_action(line: str, choices: Sequence[str]) -> Action:
+    """Interpret one line typed by the player, given the choices on offer."""
+    line = line.strip()
+    if not line:
+        return Action("none")
+    if line.startswith("/"):
+        command = line[1:].split()[0].lower() if len(line) > 1 else ""
+        if command in ("quit", "exit", "q"):
+            return Action("quit")
+        if command in ("state", "help", "choices"):
+            return Action(command)
+        return Action("invalid", message=f"unknown command {line.split()[0]}; /help lists them")
+    # A number picks a choice only when there are choices: with none on offer, "42"
+    # may be an answer to a riddle.
+    if line.isdigit() and choices:
+        n = int(line)
+        if not 1 <= n <= len(choices):
+            return Action("invalid", message=f"no choice {n}: pick 1..{len(choices)}")
+        return Action("turn", choice=n)
+    return Action("turn", text=line)
+
+
+def auto_action(choices: Sequence[str]) -> Action:
+    """``--auto``: the first choice, or a look around when none is offered yet."""
+    return Action("turn", choice=1) if choices else Action("turn", text=FIRST_AUTO_TEXT)
+
+
+# -- input ---------------------------------------------------------------------------------
+
+def _script_lines(path: Path) -> Iterator[str]:
+    for line in path.read_text("utf-8").splitlines():
+        if not line.lstrip().startswith("#"):  # a script may carry comments
+            yield line
+
+
+def _stream_lines(stream: TextIO) -> Iterator[str]:
+    while True:
+        line = stream.readline()
+        if not line:
+            return
+        yield line.rstrip("\n")
+
+
+def _terminal_lines(prompt_to: TextIO) -> Iterator[str]:
+    while True:
+        try:
+            if prompt_to is sys.stdout:
+                line = input("> ")  # line editing when stdout is the terminal too
+            else:
+                prompt_to.write("> ")
+                prompt_to.flush()
+                line = sys.stdin.readline()
+                if not line:
+                    raise EOFError
+        except EOFError:
+            prompt_to.write("\n")
+            return
+        yield line.rstrip("\n")
+
+
+# -- output --------------------------------------------------------------------------------
+
+@dataclass
+class _Screen:
+    """Where play writes: text for people, or one JSON object a line with ``--json``."""
+
+    json: bool
+
+    def text(self, text: str) -> None:
+        if text and not self.json:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+
+    def doc(self, doc: dict[str, Any]) -> None:
+        if self.json:
+            sys.stdout.write(json.dumps(doc, ensure_ascii=False) + "\n")
+            sys.stdout.flush()
+
+    def note(self, text: str) -> None:
+        """Help and errors: stdout for people, stderr under --json (stdout is data)."""
+        stream = sys.stderr if self.json else sys.stdout
+        stream.write(text)
+        stream.flush()
+
+
+def _error(exc: ClientError) -> None:
+    print(f"narratoria: {exc}", file=sys.stderr)
+
+
+# -- the game ------------------------------------------------------------------------------
+
+def _open_session(client: NarratoriaClient, args: argparse.Namespace,
+                  screen: _Screen) -> pb.Session:
+    if args.session:
+        session = client.resume_session(args.session)
+        screen.text(format_session(session))
+    else:
+        session = client.create_session(campaign=args.campaign or "", title=args.title or "")
+        campaign = f" · campaign {session.campaign}" if session.campaign else ""
+        screen.text(f"new session {session.id}{campaign}\n")
+    screen.doc({"kind": "session", "session": message_to_dict(session)})
+    return session
+
+
+def _play_turn(client: NarratoriaClient, session_id: str, action: Action, screen: _Screen,
+               verbose: bool) -> TurnRenderer:
+    """Stream one turn to the screen; the renderer keeps its choices and result."""
+    renderer = TurnRenderer(verbose=verbose)
+    for ev in client.turn(session_id, text=action.text, choice=action.choice):
+        text = renderer.feed(ev)  # fed under --json too: it tracks the choices
+        screen.text(text)
+        screen.doc(event_to_dict(ev))
+    return renderer
+
+
+def _next_action_source(args: argparse.Namespace, screen: _Screen
+                        ) -> Callable[[Sequence[str]], Action | None]:
+    """A function from the choices on offer to the next action (None: input is over)."""
+    if args.auto:
+        def auto(choices: Sequence[str]) -> Action:
+            action = auto_action(choices)
+            screen.text(f"> {action.choice if action.choice else action.text}\n")
+            return action
+        return auto
+    if args.script:
+        lines, echo = _script_lines(Path(args.script)), True
+    elif sys.stdin.isatty():
+        lines, echo = _terminal_lines(sys.stderr if args.json else sys.stdout), False
+    else:
+        lines, echo = _stream_lines(sys.stdin), True
+
+    def typed(choices: Sequence[str]) -> Action | None:
+        line = next(lines, None)
+        if line is None:
+            return None
+        if echo:  # a transcript of piped input reads like a session at the terminal
+            screen.text(f"> {line}\n")
+        return parse_action(line, choices)
+    return typed
+
+
+def cmd_play(args: argparse.Namespace) -> int:
+    """Run the game loop. Raises ClientError for errors that end it (the CLI reports them)."""
+    if args.turns is not None and args.turns < 1:
+        print("narratoria: --turns must be at least 1", file=sys.stderr)
+        return 2
+    if args.session and (args.campaign or args.title):
+        print("narratoria: --campaign and --title are for a new session, not with --session",
+              file=sys.stderr)
+        return 2
+    if args.script and not Path(args.script).is_file():
+        print(f"narratoria: --script {args.script}: no such file", file=sys.stderr)
+        return 2
+    limit = args.turns if args.turns is not None else (DEFAULT_AUTO_TURNS if args.auto else None)
+    screen = _Screen(json=args.json)
+    with NarratoriaClient() as client:
+        session = _open_session(client, args, screen)
+        choices: list[str] = list(session.choices)
+        next_action = _next_action_source(args, screen)
+        played = 0
+        while limit is None or played < limit:
+            action = next_action(choices)
+            if action is None or action.kind == "quit":
+                break
+            if action.kind == "help":
+                screen.note(HELP)
+            elif action.kind == "choices":
+                screen.note(format_choices(choices) if choices else "  no choices on offer\n")
+            elif action.kind == "invalid":
+                screen.note(f"  {action.message}\n")
+            elif action.kind == "state":
+                state = client.get_state(session.id)
+                screen.text(format_state(state))
+                screen.doc({"kind": "state", **message_to_dict(state)})
+            elif action.kind == "turn":
+                try:
+                    renderer = _play_turn(client, session.id, action, screen, args.verbose)
+                except ClientError as exc:
+                    if args.auto or exc.code not in RECOVERABLE:
+                        raise
+                    _error(exc)
+                    continue
+                except KeyboardInterrupt:
+                    print(f"\n(interrupted: the daemon still finishes this turn; "
+                          f"`narratoria play --session {session.id}` shows it)", file=sys.stderr)
+                    return 130
+                if renderer.done is None:
+                    raise ClientError("UNKNOWN", "the turn's stream ended before the turn did")
+                played += 1
+                choices = renderer.choices
+        if args.end:
+            client.end_session(session.id)
+        ended = "ended" if args.end else f"resume with `narratoria play --session {session.id}`"
+        screen.text(f"\nsession {session.id} · {played} turn(s) played · {ended}\n")
+    return 0
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--session", metavar="ID", help="resume this session (default: a new one)")
+    p.add_argument("--campaign", metavar="ID", help="the new session's campaign")
+    p.add_argument("--title", metavar="T", help="the new session's title")
+    source = p.add_mutually_exclusive_group()
+    source.add_argument("--auto", action="store_true",
+                        help="no input: always pick choice 1 (\"look around\" while there are "
+                             f"no choices); plays --turns turns, {DEFAULT_AUTO_TURNS} by default")
+    source.add_argument("--script", metavar="FILE",
+                        help="read the player's lines from FILE (# starts a comment line)")
+    p.add_argument("--turns", type=int, metavar="N", help="stop after N turns")
+    p.add_argument("--end", action="store_true", help="end the session when leaving")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="also show phases, plans, tool starts and logs")
+    p.add_argument("--json", action="store_true",
+                   help="one JSON object a line: the session, then every turn event")

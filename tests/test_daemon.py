@@ -1,0 +1,317 @@
+"""End to end: a real daemon (Ray, the real model, the real embedder, a DuckDB file)
+on a temporary unix socket, driven through the gRPC API by the client library."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+
+from narratoria.clients.client import ClientError, NarratoriaClient
+from narratoria.proto import narratoria_pb2 as pb
+from narratoria.proto import narratoria_pb2_grpc as rpc
+
+from conftest import REPO, process_alive
+
+DAEMON_SKILLS = REPO / "tests" / "fixtures" / "daemon-skills"
+START_TIMEOUT_S = 120
+
+
+class Daemon:
+    def __init__(self, *extra: str, folder: Path | None = None) -> None:
+        # Under /tmp, short: a unix socket path must fit 107 bytes.
+        self.dir = folder or Path(tempfile.mkdtemp(prefix="nd-", dir="/tmp"))
+        self.socket = self.dir / "d.sock"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "narratoria.clients.cli", "serve", "--socket", str(self.socket),
+             "--data-dir", str(self.dir / "data"), "--json", *extra],
+            stdout=subprocess.PIPE, stderr=open(self.dir / "stderr.log", "ab"), text=True,
+            start_new_session=True)
+        self.ready = self._wait_ready()
+
+    def _wait_ready(self) -> dict:
+        line: list[str] = []
+        reader = threading.Thread(target=lambda: line.append(self.proc.stdout.readline()), daemon=True)
+        reader.start()
+        reader.join(START_TIMEOUT_S)
+        if not line or not line[0].strip():
+            self.stop()
+            raise RuntimeError(f"daemon did not start:\n{(self.dir / 'stderr.log').read_text()[-3000:]}")
+        return json.loads(line[0])
+
+    def client(self) -> NarratoriaClient:
+        return NarratoriaClient(f"unix://{self.socket}")
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        return self.proc.returncode
+
+
+@pytest.fixture(scope="module")
+def daemon():
+    d = Daemon()
+    yield d
+    assert d.stop() == 0
+
+
+def play(client: NarratoriaClient, session_id: str, text: str | None = None,
+         choice: int | None = None) -> list[pb.TurnEvent]:
+    return list(client.turn(session_id, text=text, choice=choice))
+
+
+def kinds(events: list[pb.TurnEvent]) -> list[str]:
+    return [e.WhichOneof("event") for e in events]
+
+
+def done_of(events: list[pb.TurnEvent]) -> pb.TurnDone:
+    assert kinds(events)[-1] == "done", kinds(events)
+    return events[-1].done
+
+
+def test_a_turn_streams_every_step_and_the_session_remembers_it(daemon):
+    with daemon.client() as client:
+        session = client.create_session(title="e2e")
+        events = play(client, session.id, text="I roll 2d6 to climb the wall")
+        seen = kinds(events)
+        assert seen[0] == "started" and seen[-1] == "done"
+        for kind in ("phase", "plan", "narration", "choices"):
+            assert kind in seen, seen
+        assert [e.seq for e in events] == list(range(1, len(events) + 1))
+        narration = "".join(e.narration.text for e in events if e.WhichOneof("event") == "narration")
+        done = done_of(events)
+        assert done.narration.strip() and narration.strip() == done.narration.strip()
+        choices = next(e.choices.options for e in events if e.WhichOneof("event") == "choices")
+        assert 3 <= len(choices) <= 4
+        assert set(done.timings_ms) >= {"plan", "execute", "narrate", "choices", "store", "total"}
+
+        resumed = client.resume_session(session.id)
+        assert resumed.turns == 1 and list(resumed.choices) == list(choices)
+        assert resumed.last_narration == done.narration
+        # A choice is the option's text as the next turn's input.
+        second = play(client, session.id, choice=2)
+        assert second[0].started.input == choices[1]
+        assert done_of(second).turn_number == 2
+
+
+def test_bad_requests_get_status_codes_that_say_what_was_wrong(daemon):
+    with daemon.client() as client:
+        with pytest.raises(ClientError) as err:
+            client.resume_session("nope")
+        assert err.value.code == "NOT_FOUND" and "nope" in str(err.value)
+        session = client.create_session()
+        with pytest.raises(ClientError) as err:
+            play(client, session.id, choice=1)
+        assert err.value.code == "INVALID_ARGUMENT" and "choice" in str(err.value)
+        client.end_session(session.id)
+        with pytest.raises(ClientError) as err:
+            play(client, session.id, text="hello")
+        assert err.value.code == "FAILED_PRECONDITION"
+        assert session.id not in [s.id for s in client.list_sessions()]
+        assert session.id in [s.id for s in client.list_sessions(include_ended=True)]
+
+
+def test_two_clients_play_concurrently_on_one_model(daemon):
+    results: dict[int, list[pb.TurnEvent]] = {}
+    errors: list[BaseException] = []
+
+    def one(i: int) -> None:
+        try:
+            with daemon.client() as client:
+                sid = client.create_session(title=f"client {i}").id
+                results[i] = play(client, sid, text=f"I look around the {['harbour', 'forest'][i]}")
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(180)
+    assert not errors, errors
+    for i in range(2):
+        assert done_of(results[i]).narration.strip()
+    with daemon.client() as client:
+        status = client.status()
+    assert status.model_loads == 1  # one warm model served both
+    assert {a.name for a in status.actors if a.alive} == {
+        "coordinator", "planner", "embedder", "store", "supervisor"}
+    assert status.live_skill_processes == 0
+
+
+def test_a_client_that_disconnects_mid_turn_cancels_nothing(daemon):
+    with daemon.client() as client:
+        sid = client.create_session().id
+    channel = grpc.insecure_channel(f"unix://{daemon.socket}")
+    call = rpc.NarratoriaStub(channel).Turn(pb.TurnRequest(session_id=sid, text="I look around"))
+    first = next(call)
+    assert first.WhichOneof("event") == "started"
+    call.cancel()
+    channel.close()
+    with daemon.client() as client:
+        deadline = time.monotonic() + 120
+        while client.resume_session(sid).turns < 1:  # the turn completed and was saved anyway
+            assert time.monotonic() < deadline, "the abandoned turn never finished"
+            time.sleep(0.5)
+        assert done_of(play(client, sid, text="I wait")).turn_number == 2
+
+
+def test_killing_the_planner_actor_mid_turn_ends_in_a_replan_and_the_daemon_serves_on(daemon):
+    with daemon.client() as client:
+        sid = client.create_session().id
+        planner_pid = next(a.pid for a in client.status().actors if a.name == "planner")
+        events: list[pb.TurnEvent] = []
+        for event in client.turn(sid, text="I search the old library for a map"):
+            events.append(event)
+            if event.WhichOneof("event") == "phase" and event.phase.phase == "GENERATING" \
+                    and event.phase.attempt == 1:
+                time.sleep(0.3)  # let the plan request reach the model
+                os.kill(planner_pid, signal.SIGKILL)
+        done = done_of(events)
+        assert done.narration.strip()
+        assert "replan" in kinds(events) or done.fallback
+        # Ray restarts the actor; the next turn plans and narrates with the model again.
+        assert done_of(play(client, sid, text="I read the map")).narration.strip()
+        status = client.status()
+        planner = next(a for a in status.actors if a.name == "planner")
+        assert planner.alive and planner.pid != planner_pid and planner.restarts >= 1
+
+
+@pytest.fixture(scope="module")
+def hanging_skill_daemon():
+    d = Daemon("--planner", "pattern", "--skills-dir", str(DAEMON_SKILLS))
+    yield d
+    assert d.stop() == 0
+
+
+def test_killing_a_skill_mid_turn_replans_and_the_daemon_serves_on(hanging_skill_daemon):
+    with hanging_skill_daemon.client() as client:
+        sid = client.create_session().id
+        events: list[pb.TurnEvent] = []
+        killed = []
+        for event in client.turn(sid, text="I roll the dice"):
+            events.append(event)
+            if event.WhichOneof("event") == "tool_event" and "hanging pid=" in event.tool_event.event_json:
+                pid = int(json.loads(event.tool_event.event_json)["message"].split("=")[1])
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+        assert killed and not process_alive(killed[0])
+        finished = [e.tool_finished for e in events if e.WhichOneof("event") == "tool_finished"]
+        assert finished and not finished[0].ok
+        assert "replan" in kinds(events)
+        assert done_of(events).narration.strip()
+        assert client.status().live_skill_processes == 0
+        assert done_of(play(client, sid, text="I walk on")).narration.strip()
+
+
+def test_sigterm_stops_the_daemon_cleanly_and_sessions_resume_after_a_restart():
+    first = Daemon("--planner", "pattern")
+    try:
+        with first.client() as client:
+            sid = client.create_session(title="persist").id
+            done = done_of(play(client, sid, text="I light a lantern"))
+            state = client.get_state(sid).state_json
+    finally:
+        assert first.stop() == 0
+    assert not first.socket.exists()
+    again = Daemon("--planner", "pattern", folder=first.dir)
+    try:
+        with again.client() as client:
+            session = client.resume_session(sid)
+            assert session.turns == 1 and session.last_narration == done.narration
+            assert client.get_state(sid).state_json == state
+            assert done_of(play(client, sid, text="I walk on")).turn_number == 2
+    finally:
+        assert again.stop() == 0
+
+
+# ---- the command line against a real daemon (pattern planner: deterministic plans;
+# narration and choices still come from the model)
+
+NARRATORIA = Path(sys.executable).parent / "narratoria"
+
+
+@pytest.fixture(scope="module")
+def pattern_daemon():
+    d = Daemon("--planner", "pattern")
+    yield d
+    assert d.stop() == 0
+
+
+def cli(daemon: Daemon, *args: str, stdin: str = "") -> subprocess.CompletedProcess:
+    env = {**os.environ, "NARRATORIA_ADDRESS": f"unix://{daemon.socket}"}
+    return subprocess.run([str(NARRATORIA), *args], capture_output=True, text=True, input=stdin,
+                          timeout=300, env=env)
+
+
+def test_cli_sessions_turns_and_json_events(pattern_daemon):
+    assert "narratoria daemon" in cli(pattern_daemon, "status").stdout
+    status = json.loads(cli(pattern_daemon, "status", "--json").stdout)
+    assert status["model_loads"] == 1 and status["skill_process_limit"] >= 1
+    sid = cli(pattern_daemon, "session", "new").stdout.strip()
+    proc = cli(pattern_daemon, "turn", "--session", sid, "I roll 2d6 to leap the gap", "--json")
+    assert proc.returncode == 0, proc.stderr
+    docs = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert docs[0]["kind"] == "started" and docs[-1]["kind"] == "done"
+    rolled = [d for d in docs if d["kind"] == "tool_finished"]
+    assert rolled and rolled[0]["tool_finished"]["ok"] is True
+    human = cli(pattern_daemon, "turn", "--session", sid, "--choice", "1")
+    assert human.returncode == 0 and "1." in human.stdout
+    bad = cli(pattern_daemon, "turn", "--session", sid, "--choice", "9")
+    assert bad.returncode == 2 and "INVALID_ARGUMENT" in bad.stderr and "Traceback" not in bad.stderr
+    shown = json.loads(cli(pattern_daemon, "session", "show", sid, "--json").stdout)
+    assert shown["session"]["turns"] == 2
+    missing = cli(pattern_daemon, "session", "show", "nope")
+    assert missing.returncode == 1 and "NOT_FOUND" in missing.stderr
+    assert "ended" in cli(pattern_daemon, "session", "end", sid).stdout
+
+
+def test_play_auto_and_piped_input(pattern_daemon):
+    auto = cli(pattern_daemon, "play", "--auto", "--turns", "2")
+    assert auto.returncode == 0, auto.stderr
+    assert "2 turn(s) played" in auto.stdout
+    piped = cli(pattern_daemon, "play", stdin="I look around\n1\n/state\n")
+    assert piped.returncode == 0, piped.stderr
+    assert "> I look around" in piped.stdout and "2 turn(s) played" in piped.stdout
+
+
+def test_tcp_needs_the_daemon_token():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    folder = Path(tempfile.mkdtemp(prefix="nd-", dir="/tmp"))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "narratoria.clients.cli", "serve", "--listen", f"127.0.0.1:{port}",
+         "--data-dir", str(folder / "data"), "--json", "--planner", "pattern"],
+        stdout=subprocess.PIPE, stderr=open(folder / "stderr.log", "wb"), text=True,
+        start_new_session=True)
+    d = Daemon.__new__(Daemon)
+    d.dir, d.socket, d.proc = folder, folder / "unused.sock", proc
+    d.ready = d._wait_ready()
+    try:
+        token = (folder / "data" / "daemon.token").read_text().strip()
+        assert (folder / "data" / "daemon.token").stat().st_mode & 0o777 == 0o600
+        with NarratoriaClient(f"127.0.0.1:{port}", token="wrong") as client:
+            with pytest.raises(ClientError) as err:
+                client.status()
+            assert err.value.code == "UNAUTHENTICATED"
+        with NarratoriaClient(f"127.0.0.1:{port}", token=token) as client:
+            assert client.status().model_loads == 1
+    finally:
+        assert d.stop() == 0
