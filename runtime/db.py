@@ -80,6 +80,10 @@ def literal(value: str | int | float | bool | None) -> str:
     if isinstance(value, str):
         if "\x00" in value:
             raise DatabaseError("text containing a NUL character cannot be stored")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise DatabaseError(f"text is not valid Unicode at position {exc.start}") from None
         return "'" + value.replace("'", "''") + "'"
     raise DatabaseError(f"no SQL literal for a {type(value).__name__}")
 

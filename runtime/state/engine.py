@@ -130,6 +130,10 @@ def _check_text(value: Any, what: str, *, allow_empty: bool = False) -> str:
         raise InvalidArgumentError(f"{what} must be a non-empty string, not {value!r}")
     if "\x00" in value:
         raise InvalidArgumentError(f"{what} contains a NUL character")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidArgumentError(f"{what} is not valid Unicode at position {exc.start}") from None
     return value
 
 
