@@ -13,6 +13,7 @@ into a failed attempt (a replan, with the pattern planner) or its fallback.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -132,12 +133,7 @@ class CoordinatorActor:
         self.active: dict[str, str] = {}  # session id -> turn id in flight
         self.turns_done = 0
 
-    def ready(self) -> dict[str, Any]:
-        import os
-        return {"pid": os.getpid()}
-
     def status(self) -> dict[str, Any]:
-        import os
         return {"pid": os.getpid(), "turnsInFlight": len(self.active), "turnsDone": self.turns_done}
 
     async def start_turn(self, session_id: str, owner: str | None, text: str | None,

@@ -30,9 +30,6 @@ class PlannerActor:
     def __init__(self, model_path: str | None = None, n_threads: int | None = None) -> None:
         self.planner = ModelPlanner(Path(model_path) if model_path else None, n_threads=n_threads)
 
-    def ready(self) -> dict[str, Any]:
-        return {**self.planner.status(), "pid": os.getpid()}
-
     def status(self) -> dict[str, Any]:
         return {**self.planner.status(), "pid": os.getpid()}
 

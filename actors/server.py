@@ -201,9 +201,8 @@ class NarratoriaService(rpc.NarratoriaServicer):
 
     async def _actor_status(self, name: str) -> dict[str, Any] | None:
         actor = self.d.actors[name]
-        method = actor.status if hasattr(actor, "status") else actor.ready
         try:
-            status = await asyncio.wait_for(asyncio.wrap_future(method.remote().future()), 5.0)
+            status = await asyncio.wait_for(asyncio.wrap_future(actor.status.remote().future()), 5.0)
         except Exception:  # noqa: BLE001 - a dead or busy actor reports as not alive
             return None
         pid = int(status.get("pid", 0)) if isinstance(status, dict) else 0

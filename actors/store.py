@@ -61,11 +61,8 @@ class StoreActor:
         self.store = PersistenceStore(self._con, RemoteEmbedder(embedder, info))
         self.sessions = SessionStore(self._con)
 
-    def ready(self) -> dict[str, Any]:
-        return {"path": str(self.path), "pid": os.getpid()}
-
     def status(self) -> dict[str, Any]:
-        return self.ready()
+        return {"path": str(self.path), "pid": os.getpid()}
 
     # sessions --------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ from typing import Any, AsyncIterator
 import ray
 
 from narratoria.runtime.endpoint import ADDRESS_ENV, SKILL_TOKEN_ENV
-from narratoria.runtime.executor import ExecutorConfig, ExecutorEvent, PlanExecutor
+from narratoria.runtime.executor import ExecutorConfig, PlanExecutor
 from narratoria.runtime.plan import ExecutionResult, Plan, ToolInvocation
 from narratoria.runtime.skills.discovery import SkillScript
 from narratoria.runtime.skills.health import SkillHealthTracker
@@ -38,12 +38,8 @@ class SkillSupervisorActor:
         self.plans_running = 0
         self._tasks: set[asyncio.Task[ExecutionResult]] = set()
 
-    def ready(self) -> dict[str, Any]:
-        return {"pid": os.getpid(), "skills": sorted(self.registry.skills)}
-
     def status(self) -> dict[str, Any]:
-        return {**self.slots.snapshot(), "pid": os.getpid(), "plansRunning": self.plans_running,
-                "liveChildren": _live_children()}
+        return {**self.slots.snapshot(), "pid": os.getpid(), "plansRunning": self.plans_running}
 
     def available(self, session_id: str | None = None) -> tuple[SkillScript, ...]:
         self.registry.refresh()
@@ -122,23 +118,3 @@ class SkillSupervisorActor:
 
     def reset_session(self, session_id: str) -> None:
         self.executors.pop(session_id, None)
-
-
-def _live_children() -> int:
-    """Skill processes alive now (children of this actor), for status and leak checks."""
-    me = str(os.getpid())
-    count = 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[1] == me:  # ppid
-            count += 1
-    return count
-
-
-__all__ = ["SkillSupervisorActor", "ExecutorEvent"]

@@ -76,7 +76,7 @@ def literal(value: str | int | float | bool | None) -> str:
     if isinstance(value, float):
         if value != value or value in (float("inf"), float("-inf")):
             raise DatabaseError(f"cannot store the non-finite number {value!r}")
-        return f"{value!r}::DOUBLE"
+        return f"'{value!r}'::DOUBLE"  # a bare numeral parses as DECIMAL first and rounds
     if isinstance(value, str):
         if "\x00" in value:
             raise DatabaseError("text containing a NUL character cannot be stored")

@@ -203,13 +203,10 @@ async def run_scene(services: SceneServices, scene: SceneInput, emit: Emit) -> S
     loop = ReplanLoop(services.planner, _GuardedExecutor(services.executor),
                       fallback_planner=services.fallback_planner, analytics=services.analytics,
                       generation_budget_s=services.generation_budget_s)
-    started = time.monotonic()
     outcome = await loop.run(scene.player_input, scene.available, scene.state,
                              session_id=scene.session_id, on_event=_forward(emit))
     clock.timings["plan"] = sum(a.generation_ms for a in outcome.attempts)
     clock.timings["execute"] = sum(a.execution_ms for a in outcome.attempts)
-    clock.add("replan_overhead", started)
-    clock.timings["replan_overhead"] -= clock.timings["plan"] + clock.timings["execute"]
 
     state = scene.state
     if outcome.fallback:

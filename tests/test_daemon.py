@@ -218,6 +218,33 @@ def test_killing_a_skill_mid_turn_replans_and_the_daemon_serves_on(hanging_skill
         assert done_of(play(client, sid, text="I walk on")).narration.strip()
 
 
+def test_a_skill_uses_the_store_service_with_its_token_in_its_playthrough_only(hanging_skill_daemon):
+    with hanging_skill_daemon.client() as client:
+        session = client.create_session()
+        events = play(client, session.id, text="I try to remember the ferryman's name")
+        logs = [json.loads(e.tool_event.event_json) for e in events
+                if e.WhichOneof("event") == "tool_event" and "store-check" in e.tool_event.event_json]
+        assert logs, kinds(events)
+        check = logs[0]["fields"]
+        assert check["playthroughId"] == session.playthrough_id  # bound by the token, not chosen
+        assert check["hits"] and "ferryman" in check["hits"][0]
+        assert check["forgedToken"] == "PERMISSION_DENIED"
+        other = client.create_session()
+        again = play(client, other.id, text="I try to remember anything at all")
+        other_check = [json.loads(e.tool_event.event_json)["fields"] for e in again
+                       if e.WhichOneof("event") == "tool_event" and "store-check" in e.tool_event.event_json][0]
+        assert other_check["playthroughId"] == other.playthrough_id
+        assert not any("ferryman" in h for h in other_check["hits"])  # another playthrough's memory
+    # A token lives as long as its plan: afterwards, and without one, calls are refused.
+    channel = grpc.insecure_channel(f"unix://{hanging_skill_daemon.socket}")
+    for token in (check["token"], ""):
+        with pytest.raises(grpc.RpcError) as err:
+            rpc.StoreStub(channel).Get(pb.KeyRequest(data_type="memory_event", key="x"),
+                                       metadata=[("x-narratoria-skill-token", token)])
+        assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    channel.close()
+
+
 def test_sigterm_stops_the_daemon_cleanly_and_sessions_resume_after_a_restart():
     first = Daemon("--planner", "pattern")
     try:

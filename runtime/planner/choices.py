@@ -48,7 +48,7 @@ def clean_choices(options: Sequence[Any]) -> list[str]:
     out: list[str] = []
     for option in options:
         text = _NUMBERING.sub("", " ".join(str(option).split()))[:CHOICE_MAX].strip()
-        if text and text.lower() not in seen:
+        if any(c.isalpha() for c in text) and text.lower() not in seen:  # "..." is no choice
             seen.add(text.lower())
             out.append(text)
     return out[:MAX_CHOICES]

@@ -271,7 +271,7 @@ class ModelPlanner:
         grammar = to_grammar(plan_schema(offered, max_tools=self.max_tools,
                                          narrative_max=self.narrative_max))
         messages = self.plan_messages(request)
-        text, stats = self._complete(messages, "plan", cancel=cancel, grammar=grammar,
+        text, stats = self.complete(messages, "plan", cancel=cancel, grammar=grammar,
                                      temperature=self.temperature, max_tokens=self.max_tokens,
                                      seed=self.seed)
         if stats.finish_reason == "cancelled":
@@ -396,12 +396,7 @@ class ModelPlanner:
     def complete(self, messages: list[dict[str, str]], kind: str, *,
                  cancel: threading.Event | None = None,
                  **options: Any) -> tuple[str, GenerationStats]:
-        """A whole generation under the model lock (for short structured outputs)."""
-        return self._complete(messages, kind, cancel=cancel, **options)
-
-    def _complete(self, messages: list[dict[str, str]], kind: str, *,
-                  cancel: threading.Event | None = None,
-                  **options: Any) -> tuple[str, GenerationStats]:
+        """A whole generation under the model lock (plans, choices: short structured outputs)."""
         stats = GenerationStats(kind=kind)
         text = "".join(self.stream(messages, kind, cancel=cancel, stats=stats, **options))
         return text, stats
