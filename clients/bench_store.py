@@ -134,6 +134,8 @@ def bench_store(folder: Path, records: int, lore: int, queries: int,
         for i in range(lore)]
     _say(progress, f"store: ingesting {lore} lore chunks (with embedding)")
     lore_s = _timed(lambda: pt.store_many("lore_chunk", chunks))
+    # The same texts through the embedder alone: the floor any store could reach.
+    lore_embed_s = _timed(lambda: embedder.embed_batch([c.content for c in chunks]))
     store.close()
     return {
         "backend": embedder.model,
@@ -144,6 +146,7 @@ def bench_store(folder: Path, records: int, lore: int, queries: int,
         "exactMatchMs": _latency(exact),
         "loreChunks": lore,
         "loreIngestS": round(lore_s, 2),
+        "loreEmbedOnlyS": round(lore_embed_s, 2),
         "targets": TARGETS,
     }
 
@@ -173,7 +176,7 @@ def run_store_bench(memories: int = 10_000, records: int = 10_000, lore: int = 2
             f"target < {TARGETS['semanticSearchP95Ms']:.0f}), exact_match p95 "
             f"{p['exactMatchMs']['p95']} ms (target < {TARGETS['exactMatchP95Ms']:.0f})",
             f"lore ingest: {p['loreChunks']} chunks with embedding in {p['loreIngestS']} s "
-            f"(target < {TARGETS['loreIngestS']:.0f} s)",
+            f"(embedding alone {p['loreEmbedOnlyS']} s; target < {TARGETS['loreIngestS']:.0f} s)",
         ]
     report["summary"] = lines
     return report
@@ -197,7 +200,7 @@ def write_markdown(path: Path, report: dict[str, Any], command: str) -> None:
             f"| `exact_match` p50 / p95 | {p['exactMatchMs']['p50']} / {p['exactMatchMs']['p95']} ms"
             f" | p95 < 10 ms |",
             f"| bulk ingest of {p['loreChunks']} lore chunks incl. embedding | {p['loreIngestS']} s |"
-            f" < 20 s |",
+            f" < 20 s (embedding alone: {p['loreEmbedOnlyS']} s) |",
             f"| `store_many` of memory events incl. embedding | {p['memoryStoreManyPerS']} /s | — |",
         ]
     text = "\n".join([
