@@ -36,6 +36,7 @@ class DaemonConfig:
     embedding_backend: str = "local"
     json_output: bool = False
     planner: str = "model"
+    threads: int | None = None  # the model's CPU threads (None: every core)
 
 
 def config_from_args(args: argparse.Namespace) -> DaemonConfig:
@@ -50,7 +51,8 @@ def config_from_args(args: argparse.Namespace) -> DaemonConfig:
         skill_limit=int(getattr(args, "skill_limit", None) or DEFAULT_SKILL_LIMIT),
         embedding_backend=getattr(args, "embedding_backend", None) or "local",
         json_output=bool(getattr(args, "json", False)),
-        planner=getattr(args, "planner", None) or "model")
+        planner=getattr(args, "planner", None) or "model",
+        threads=getattr(args, "threads", None))
 
 
 def serve_main(args: argparse.Namespace) -> int:
@@ -134,7 +136,7 @@ async def serve(config: DaemonConfig) -> int:
     try:
         _progress(config, "starting actors (model, embedder, store, supervisor)")
         embedder = EmbedderActor.options(name="embedder").remote(config.embedding_backend)
-        planner = PlannerActor.options(name="planner").remote(str(model_path))
+        planner = PlannerActor.options(name="planner").remote(str(model_path), config.threads)
         store = StoreActor.options(name="store").remote(str(config.data_dir))
         supervisor = SkillSupervisorActor.options(name="supervisor").remote(
             roots, config.skill_limit, endpoint.grpc_target)

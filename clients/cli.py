@@ -406,6 +406,16 @@ def cmd_bench_turn(args: argparse.Namespace) -> int:
 
 # -- parser ------------------------------------------------------------------------------
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
 def _add_skill_dirs(p: argparse._ActionsContainer) -> None:
     p.add_argument("--skills-dir", action="append", metavar="DIR",
                    help="an extra skill root (repeatable); later roots override earlier ones")
@@ -502,6 +512,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--data-dir", metavar="DIR", help="sessions, store, token, socket")
     serve.add_argument("--model", metavar="PATH", help="the GGUF model for planning and narration")
     _add_skill_dirs(serve)
+    serve.add_argument("--threads", type=_positive_int, metavar="N",
+                       help="CPU threads for the model (default: every core)")
     serve.add_argument("--skill-limit", type=int, metavar="N",
                        help="max concurrent skill processes")
     serve.add_argument("--planner", choices=("model", "pattern"),

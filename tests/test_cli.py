@@ -134,3 +134,10 @@ def test_bench_store_json_small(tmp_path):
     doc = json.loads(proc.stdout)
     assert doc["engine"]["insertsPerS"] > 0 and doc["engine"]["queryStateMs"]["n"] == 5
     assert "query_state" in out.read_text()
+
+
+@pytest.mark.parametrize("bad", ["0", "two"])
+def test_serve_refuses_a_thread_count_that_is_not_positive(bad):
+    done = cli("serve", "--threads", bad, "--socket", "/nonexistent/never.sock")
+    assert done.returncode == 2
+    assert "--threads" in done.stderr

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import os
 import re
 import threading
 import time
@@ -349,3 +350,10 @@ def test_narration_streams_pieces(planner, capsys) -> None:
                                  lock=planner.lock))
     assert "".join(bare).strip()
     assert planner.load_count == 1  # every test shared one load
+
+
+def test_the_model_decodes_on_every_core_unless_told(planner, registry) -> None:
+    # llama-cpp-python's default is half the cores; a turn on 2 cores took 11.3 s that way.
+    assert planner.llm.n_threads == planner.llm.n_threads_batch == (os.cpu_count() or 1)
+    one = ModelPlanner(planner.model_path, n_threads=1, prompt_cache_mb=0)
+    assert one.llm.n_threads == one.llm.n_threads_batch == 1

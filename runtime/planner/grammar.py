@@ -38,7 +38,7 @@ if TYPE_CHECKING:  # llama_cpp is imported lazily: building schemas needs no mod
     from llama_cpp import LlamaGrammar
 
 MAX_TOOLS = 3
-NARRATIVE_MAX = 160    # one sentence: longer ones loop on this model and cost ~2 s each
+NARRATIVE_MAX = 100    # one short sentence: longer ones loop on this model, ~25 ms a token
 STRING_MAX = 100       # cap on any string the model writes into a tool input
 ARRAY_MAX = 8          # any array a script schema leaves unbounded
 REPEAT_MAX = 8         # regex * and + become {0,8} and {1,8}

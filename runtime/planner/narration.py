@@ -19,7 +19,7 @@ from .model import ModelPlanner
 if TYPE_CHECKING:
     from llama_cpp import Llama
 
-NARRATION_MAX_TOKENS = 220
+NARRATION_MAX_TOKENS = 150  # 2-3 short paragraphs; each token ~11 ms on 2 cores
 CONTEXT_BUDGET = 400  # characters per context part: the model writes better from less
 
 NARRATOR_ROLE = (
