@@ -148,6 +148,14 @@ async def serve(config: DaemonConfig) -> int:
             await asyncio.gather(*(a.status.remote() for a in actors.values()))
         except Exception as exc:  # noqa: BLE001
             raise DaemonError(f"an actor failed to start: {exc}") from None
+        warm_s = 0.0
+        if config.planner == "model":
+            # ~1.5 s now instead of in the first player's turn (which has a 5 s plan budget).
+            _progress(config, "reading the planning prompt into the model's cache")
+            try:
+                warm_s = await planner.warm.remote(roots)
+            except Exception:  # noqa: BLE001 - a cold first turn is not a reason to stop
+                logging.getLogger(__name__).warning("warming the planner failed", exc_info=True)
 
         daemon = Daemon(actors, str(config.data_dir), str(model_path))
         server = grpc.aio.server(
@@ -167,7 +175,7 @@ async def serve(config: DaemonConfig) -> int:
             loop.add_signal_handler(sig, stop.set)
         ready = {"event": "ready", "address": endpoint.grpc_target, "dataDir": str(config.data_dir),
                  "model": str(model_path), "pid": os.getpid(),
-                 "startupS": round(time.monotonic() - started, 2)}
+                 "startupS": round(time.monotonic() - started, 2), "warmS": round(warm_s, 2)}
         if config.json_output:
             print(json.dumps(ready), flush=True)
         else:

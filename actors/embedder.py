@@ -76,3 +76,27 @@ class EmbedderActor:
                     if not future.done():
                         future.set_result(vectors[offset:offset + len(chunk)])
                     offset += len(chunk)
+
+
+class RemoteEmbedder:
+    """The EmbeddingBackend protocol over the EmbedderActor (blocking: call it from a
+    thread, never from an actor's event loop)."""
+
+    name = "remote"
+
+    @classmethod
+    def named(cls, name: str = "embedder") -> RemoteEmbedder:
+        actor = ray.get_actor(name)  # by name: a restart needs no stored handle
+        return cls(actor, ray.get(actor.info.remote()))
+
+    def __init__(self, actor: Any, info: dict[str, Any]) -> None:
+        self._actor = actor
+        self.model = info["model"]
+        self.version = info["version"]
+        self.dimensions = int(info["dimensions"])
+
+    def embed_batch(self, texts: list[str]) -> np.ndarray:
+        return ray.get(self._actor.embed_batch.remote(list(texts)))
+
+    def embed(self, text: str) -> np.ndarray:
+        return self.embed_batch([text])[0]

@@ -21,20 +21,42 @@ from narratoria.runtime.planner.base import PlanRequest
 from narratoria.runtime.planner.choices import model_choices
 from narratoria.runtime.planner.model import ModelPlanner
 from narratoria.runtime.planner.narration import NarrationContext, stream_narration
+from narratoria.runtime.planner.routed import RoutedPlanner, routed_planner
+from narratoria.runtime.skills.registry import SkillRegistry
+
+from .embedder import RemoteEmbedder
 
 _DONE = object()
 
 
 @ray.remote(num_cpus=0, max_restarts=-1, max_concurrency=64)
 class PlannerActor:
-    def __init__(self, model_path: str | None = None, n_threads: int | None = None) -> None:
+    def __init__(self, model_path: str | None = None, n_threads: int | None = None,
+                 embedder_name: str = "embedder") -> None:
         self.planner = ModelPlanner(Path(model_path) if model_path else None, n_threads=n_threads)
+        self._embedder_name = embedder_name
+        self._routed: RoutedPlanner | None = None
 
     def status(self) -> dict[str, Any]:
-        return {**self.planner.status(), "pid": os.getpid()}
+        routing = self._routed.status() if self._routed is not None else {}
+        return {**self.planner.status(), **routing, "pid": os.getpid()}
+
+    async def _router(self) -> RoutedPlanner:
+        if self._routed is None:
+            # The embedder is looked up at first use: actors start in any order.
+            embedder = await asyncio.to_thread(RemoteEmbedder.named, self._embedder_name)
+            self._routed = routed_planner(self.planner, embedder)
+        return self._routed
 
     async def plan(self, request: PlanRequest) -> Plan:
-        return await self.planner.generate(request)
+        return await (await self._router()).generate(request)
+
+    async def warm(self, skill_roots: list[str]) -> float:
+        """Prepare the first turn: the router's phrases embedded, the planning prompt
+        for every installed script in the prompt cache. Returns the seconds spent."""
+        routed = await self._router()
+        scripts = tuple(SkillRegistry([Path(r) for r in skill_roots]).scripts())
+        return await asyncio.to_thread(routed.warm, PlanRequest("warm up", scripts))
 
     async def choices(self, player_input: str, narration: str) -> list[str]:
         cancel = threading.Event()

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-import numpy as np
 import ray
 
 from narratoria.runtime.db import DB_FILENAME, connect
@@ -21,23 +20,7 @@ from narratoria.runtime.sessions import SessionRecord, SessionStore
 from narratoria.runtime.state import SessionState
 from narratoria.runtime.store import MemoryEvent, PersistenceStore
 
-
-class RemoteEmbedder:
-    """The EmbeddingBackend protocol over the EmbedderActor (blocking: called from store threads)."""
-
-    name = "remote"
-
-    def __init__(self, actor: Any, info: dict[str, Any]) -> None:
-        self._actor = actor
-        self.model = info["model"]
-        self.version = info["version"]
-        self.dimensions = int(info["dimensions"])
-
-    def embed_batch(self, texts: list[str]) -> np.ndarray:
-        return ray.get(self._actor.embed_batch.remote(list(texts)))
-
-    def embed(self, text: str) -> np.ndarray:
-        return self.embed_batch([text])[0]
+from .embedder import RemoteEmbedder
 
 
 def _json(value: Any) -> str:
@@ -54,11 +37,9 @@ def _doc(text: str, what: str) -> Any:
 @ray.remote(num_cpus=0, max_restarts=-1, max_concurrency=16)
 class StoreActor:
     def __init__(self, data_dir: str, embedder_name: str = "embedder") -> None:
-        embedder = ray.get_actor(embedder_name)  # by name: a restart needs no stored handle
         self.path = Path(data_dir) / DB_FILENAME
         self._con = connect(self.path)
-        info = ray.get(embedder.info.remote())
-        self.store = PersistenceStore(self._con, RemoteEmbedder(embedder, info))
+        self.store = PersistenceStore(self._con, RemoteEmbedder.named(embedder_name))
         self.sessions = SessionStore(self._con)
 
     def status(self) -> dict[str, Any]:

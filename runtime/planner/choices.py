@@ -19,7 +19,7 @@ from .model import ModelPlanner
 
 MIN_CHOICES, MAX_CHOICES = 3, 4
 _NUMBERING = re.compile(r"^\s*(?:\d+[.):]|[-*•])\s*")  # the model numbers them; the menu does
-CHOICE_MAX = 60  # characters: a menu line, not a paragraph
+CHOICE_MAX = 48  # characters: a menu line (8 short words), not a paragraph
 
 CHOOSER_ROLE = (
     "You offer the player of an interactive story their next options. Reply with JSON: "
@@ -72,7 +72,7 @@ def choice_messages(player_input: str, narration: str) -> list[dict[str, str]]:
 
 
 def model_choices(planner: ModelPlanner, player_input: str, narration: str, *,
-                  cancel: threading.Event | None = None, max_tokens: int = 120) -> list[str]:
+                  cancel: threading.Event | None = None, max_tokens: int = 90) -> list[str]:
     text, stats = planner.complete(choice_messages(player_input, narration), "choices",
                                     cancel=cancel, grammar=to_grammar(choices_schema()),
                                     temperature=0.7, max_tokens=max_tokens)

@@ -25,14 +25,14 @@ import json
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from ..plan import Plan, PlanError, PlanMetadata, ToolInvocation, new_plan_id, validate_plan
 from ..skills.discovery import SkillScript
-from .base import PlanRequest
+from .base import PlanRequest, PlanShape
 
 if TYPE_CHECKING:  # llama_cpp is imported lazily: building schemas needs no model.
     from llama_cpp import LlamaGrammar
@@ -260,8 +260,15 @@ def _tighten_object(schema: dict[str, Any], depth: int) -> dict[str, Any]:
     }
 
 
-def script_input_schema(script: SkillScript) -> dict[str, Any]:
-    """The tight schema the model must follow for ``script``'s input."""
+def script_input_schema(script: SkillScript, *, essential: bool = False,
+                        fixed: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The tight schema the model must follow for ``script``'s input.
+
+    ``essential``: only the fields a caller must or typically gives — the required
+    ones and those of the script's shortest manifest example. A small model fills
+    every optional field it is offered with filler ("randomSource": "crypto" for a
+    climb), which costs tokens and changes the roll; the script's defaults do better.
+    """
     schema = script.input_schema
     if not isinstance(schema, dict) or schema.get("type", "object") != "object":
         return copy.deepcopy(DEFAULT_INPUT_SCHEMA)
@@ -270,24 +277,56 @@ def script_input_schema(script: SkillScript) -> dict[str, Any]:
         return dict(EMPTY_OBJECT)  # the script declares that it takes no input
     if not isinstance(properties, dict):
         return copy.deepcopy(DEFAULT_INPUT_SCHEMA)  # an open object: give it one bounded field
-    return tighten(schema)
+    if essential:
+        keep = essential_fields(script) | set(fixed or ())
+        if keep:
+            schema = {**schema, "properties": {k: v for k, v in properties.items() if k in keep}}
+    tight = tighten(schema)
+    for name, value in (fixed or {}).items():
+        if name in tight.get("properties", {}):
+            tight["properties"][name] = {"const": value}
+            tight["required"] = sorted({*tight.get("required", []), name})
+    return tight
+
+
+def essential_fields(script: SkillScript) -> set[str]:
+    """Required fields plus those of the shortest manifest example (empty: unknown)."""
+    schema = script.input_schema or {}
+    properties = schema.get("properties") or {}
+    keep = {r for r in schema.get("required", []) if r in properties}
+    examples = [e for e in script.examples if isinstance(e, dict)]
+    if examples:
+        keep |= {k for k in min(examples, key=lambda e: len(json.dumps(e))) if k in properties}
+    return keep
 
 
 def plan_schema(scripts: Sequence[SkillScript], *, max_tools: int = MAX_TOOLS,
-                narrative_max: int = NARRATIVE_MAX) -> dict[str, Any]:
-    """JSON Schema of the model plan for exactly these scripts (pass ``request.offered()``)."""
+                narrative_max: int = NARRATIVE_MAX, shape: PlanShape = PlanShape()) -> dict[str, Any]:
+    """JSON Schema of the model plan for these scripts (pass ``request.offered()``),
+    narrowed by ``shape`` (see :class:`.base.PlanShape`)."""
+    if shape.only is not None:
+        scripts = [s for s in scripts if s.skill in shape.only]
     branches = [
         {
             "type": "object",
             # "tool" comes first so the model names the script before writing its input.
-            "properties": {"tool": {"const": s.ref}, "input": script_input_schema(s)},
+            "properties": {"tool": {"const": s.ref},
+                           "input": script_input_schema(s, essential=shape.essential_inputs,
+                                                        fixed=shape.fixed.get(s.ref))},
             "required": ["tool", "input"],
             "additionalProperties": False,
         }
         for s in sorted(scripts, key=lambda s: s.ref)
     ]
+    if shape.max_tools is not None:
+        max_tools = min(max_tools, shape.max_tools)
     tools: dict[str, Any] = {"type": "array", "maxItems": max_tools if branches else 0}
+    if branches and shape.min_tools:
+        tools["minItems"] = min(shape.min_tools, max_tools)
     tools["items"] = {"anyOf": branches} if branches else dict(EMPTY_OBJECT)
+    if not shape.narrative:
+        return {"type": "object", "properties": {"tools": tools}, "required": ["tools"],
+                "additionalProperties": False}
     return {
         "type": "object",
         # Narrative first: written straight after the player's words it reads as prose
@@ -297,6 +336,33 @@ def plan_schema(scripts: Sequence[SkillScript], *, max_tools: int = MAX_TOOLS,
         "required": ["tools", "narrative"],
         "additionalProperties": False,
     }
+
+
+_WORD_EDGES = "\"'.,;:!?()[]{}"
+
+
+def explicit_values(script: SkillScript, text: str) -> dict[str, str]:
+    """String fields of ``script``'s input that the player spelled out: the first
+    word of ``text`` that matches a field's own ``pattern`` ("I roll 2d6 to climb"
+    gives formula 2d6). A small model copies the manifest's example instead."""
+    properties = (script.input_schema or {}).get("properties") or {}
+    words = [w.strip(_WORD_EDGES) for w in text.split()]
+    found: dict[str, str] = {}
+    for name, schema in properties.items():
+        pattern = schema.get("pattern") if isinstance(schema, dict) else None
+        if schema.get("type") != "string" or not isinstance(pattern, str):
+            continue
+        try:
+            compiled = re.compile(pattern)
+        except re.error:
+            continue
+        limit = schema.get("maxLength")
+        for word in words:
+            if word and (limit is None or len(word) <= limit) and compiled.fullmatch(word) \
+                    and any(c.isdigit() for c in word):  # "d" alone is no formula
+                found[name] = word
+                break
+    return found
 
 
 def narrative_schema(narrative_max: int = NARRATIVE_MAX) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..plan import Plan, PlanError
 from ..skills.discovery import Skill, SkillError, SkillScript, load_skill
-from .base import PlanRequest
+from .base import PlanRequest, PlanShape
 from .grammar import MAX_TOOLS, NARRATIVE_MAX, model_plan_to_plan, plan_schema, to_grammar
 
 if TYPE_CHECKING:
@@ -257,7 +257,7 @@ class ModelPlanner:
 
     # --- planning -----------------------------------------------------------
 
-    async def generate(self, request: PlanRequest) -> Plan:
+    async def generate(self, request: PlanRequest, shape: PlanShape = PlanShape()) -> Plan:
         """The Planner protocol: ``plan`` in a worker thread, so the event loop runs on.
 
         If the caller gives up (the replan loop's 5 s budget), the worker stops at
@@ -265,15 +265,17 @@ class ModelPlanner:
         """
         cancel = threading.Event()
         try:
-            return await asyncio.to_thread(self.plan, request, cancel=cancel)
+            return await asyncio.to_thread(self.plan, request, cancel=cancel, shape=shape)
         except asyncio.CancelledError:
             cancel.set()
             raise
 
-    def plan(self, request: PlanRequest, *, cancel: threading.Event | None = None) -> Plan:
-        offered = request.offered()
-        grammar = to_grammar(plan_schema(offered, max_tools=self.max_tools,
-                                         narrative_max=self.narrative_max))
+    def plan(self, request: PlanRequest, *, cancel: threading.Event | None = None,
+             shape: PlanShape = PlanShape()) -> Plan:
+        """A plan for ``request``, its grammar narrowed by ``shape``. The prompt always
+        lists every offered script, so its KV cache serves every shape."""
+        grammar = to_grammar(plan_schema(request.offered(), max_tools=self.max_tools,
+                                         narrative_max=self.narrative_max, shape=shape))
         messages = self.plan_messages(request)
         text, stats = self.complete(messages, "plan", cancel=cancel, grammar=grammar,
                                      temperature=self.temperature, max_tokens=self.max_tokens,
@@ -287,6 +289,13 @@ class ModelPlanner:
                 raise PlanError(f"model plan: output cut at max_tokens={self.max_tokens} "
                                 "before any tool was complete", code="truncated")
         return model_plan_to_plan(doc, request)
+
+    def warm(self, request: PlanRequest) -> float:
+        """Read ``request``'s planning prompt into the prompt cache (one token
+        generated), so the first real plan skips it. Returns the seconds spent."""
+        started = time.perf_counter()
+        self.complete(self.plan_messages(request), "warm", max_tokens=1, temperature=0.0)
+        return time.perf_counter() - started
 
     def plan_messages(self, request: PlanRequest) -> list[dict[str, str]]:
         """The chat prompt: stable parts (role, skills) first so the KV cache is reused."""
@@ -304,7 +313,7 @@ class ModelPlanner:
         guidance: list[str] = []
         budget = SKILL_BODIES_BUDGET
         for skill_name, scripts in by_skill.items():
-            skill = self._skill(skill_name, scripts[0])
+            skill = self.skill(skill_name, scripts[0])
             if skill is not None:
                 caps = f" [{', '.join(skill.capabilities)}]" if skill.capabilities else ""
                 lines.append(f"{skill_name}{caps}: {_clip(skill.description, DESCRIPTION_BUDGET)}")
@@ -327,12 +336,14 @@ class ModelPlanner:
         if request.state:
             state = json.dumps(request.state, separators=(",", ":"), default=str)
             parts.append(f"State: {_clip(state, STATE_BUDGET)}")
+        if request.hints:
+            parts.append(f"Likely tools: {', '.join(request.hints)}")
         if request.attempt > 1:
             parts.append(f"The previous plan failed (attempt {request.attempt}); "
                          "plan again with the tools listed.")
         return "\n".join(parts)
 
-    def _skill(self, name: str, script: SkillScript) -> Skill | None:
+    def skill(self, name: str, script: SkillScript) -> Skill | None:
         if self._skills is not None:
             return self._skills(name)
         # No registry given: read the skill beside its script, cached until SKILL.md changes.

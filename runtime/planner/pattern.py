@@ -87,7 +87,7 @@ class PatternPlanner:
             ))
         narrative = None
         if not tools:
-            narrative = NARRATIVE_ONLY.format(action=_as_action(request.player_input))
+            narrative = narrative_only(request.player_input)
         return Plan(
             requestId=new_plan_id(),
             tools=tools,
@@ -97,6 +97,11 @@ class PatternPlanner:
             metadata=PlanMetadata(generationAttempt=request.attempt,
                                   parentPlanId=request.parent_plan_id),
         )
+
+
+def narrative_only(player_input: str) -> str:
+    """The narrative of a plan that calls no tool: the narrator takes it from there."""
+    return NARRATIVE_ONLY.format(action=_as_action(player_input))
 
 
 def _as_action(text: str) -> str:

@@ -42,8 +42,13 @@ class NarratoriaMeta(msgspec.Struct, rename={"display_name": "displayName"}):
     priority: int = 50
     retryPolicy: RetryPolicySpec | None = None
     timeoutMs: int | None = None
+    # Player inputs that call for this skill: the planner's router compares a
+    # turn's input with them (and with the description and capabilities).
+    routeExamples: list[str] = []
 
     def __post_init__(self) -> None:
+        if any(not isinstance(e, str) or not e.strip() for e in self.routeExamples):
+            raise ValueError("routeExamples must be non-empty strings")
         if not 0 <= self.priority <= 100:
             raise ValueError(f"priority must be 0-100, got {self.priority}")
         if self.timeoutMs is not None and self.timeoutMs <= 0:
@@ -95,6 +100,7 @@ class Skill:
     display_name: str | None = None
     capabilities: list[str] = field(default_factory=list)
     priority: int = 50
+    route_examples: list[str] = field(default_factory=list)
     retry_policy: RetryPolicySpec | None = None
     timeout_ms: int | None = None
     scripts: dict[str, SkillScript] = field(default_factory=dict)
@@ -213,6 +219,7 @@ def load_skill(root: Path) -> Skill:
         display_name=meta.display_name,
         capabilities=list(meta.capabilities),
         priority=meta.priority,
+        route_examples=[e.strip() for e in meta.routeExamples],
         retry_policy=meta.retryPolicy,
         timeout_ms=meta.timeoutMs,
     )

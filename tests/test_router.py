@@ -1,0 +1,127 @@
+"""The skill router and the routed planner, with the real MiniLM embedder and the real model."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from conftest import BUILTIN_SKILLS
+from narratoria.runtime.embedding import shared_local
+from narratoria.runtime.planner.base import PlanRequest, PlanShape
+from narratoria.runtime.planner.grammar import explicit_values, plan_schema
+from narratoria.runtime.planner.model import ModelPlanner
+from narratoria.runtime.planner.routed import RoutedPlanner, routed_planner
+from narratoria.runtime.planner.router import SkillRouter
+from narratoria.runtime.skills.discovery import SkillError, load_skill
+from narratoria.runtime.skills.registry import SkillRegistry
+
+
+@pytest.fixture(scope="module")
+def registry() -> SkillRegistry:
+    return SkillRegistry([BUILTIN_SKILLS])
+
+
+@pytest.fixture(scope="module")
+def scripts(registry: SkillRegistry) -> tuple:
+    return tuple(registry.scripts())
+
+
+@pytest.fixture(scope="module")
+def dice(scripts: tuple):
+    return next(s for s in scripts if s.ref == "dice-roller/roll-dice")
+
+
+@pytest.fixture(scope="module")
+def router(registry: SkillRegistry) -> SkillRouter:
+    return SkillRouter(shared_local(), skills=lambda name, _script: registry.get(name))
+
+
+@pytest.fixture(scope="module")
+def routed(registry: SkillRegistry) -> RoutedPlanner:
+    return routed_planner(ModelPlanner(skills=registry.get), shared_local())
+
+
+@pytest.mark.parametrize("text", ["I swing my sword at the orc", "I try to sneak past the sentry",
+                                  "Roll 3d6 for my luck"])
+def test_risky_actions_route_to_the_dice(router, scripts, text):
+    routing = router.route(text, scripts)
+    assert routing.chosen == ["dice-roller"]
+    assert routing.routes[0].score > routing.narration_score
+
+
+@pytest.mark.parametrize("text", ["I look around the square", "I say good morning to the baker",
+                                  "I read the notice on the board"])
+def test_plain_narration_routes_to_no_skill(router, scripts, text):
+    routing = router.route(text, scripts)
+    assert routing.chosen == []
+    assert routing.narration_score > routing.routes[0].score
+
+
+def test_a_skill_is_described_by_its_own_words(router, registry, dice):
+    phrases = router.phrases("dice-roller", [dice])
+    skill = registry.get("dice-roller")
+    assert set(skill.route_examples) <= set(phrases)
+    assert "skill check" in phrases  # capabilities, hyphens read as spaces
+    assert any(p.startswith("Rolls dice formulas") for p in phrases)
+
+
+def test_explicit_values_come_from_the_players_words(dice):
+    assert explicit_values(dice, "I roll 2d6+3, hoping to climb") == {"formula": "2d6+3"}
+    assert explicit_values(dice, "Roll 4d6kh3 for strength.") == {"formula": "4d6kh3"}
+    assert explicit_values(dice, "I try to climb the wall") == {}
+    assert explicit_values(dice, "d or D, who knows") == {}  # a pattern match without a number
+
+
+def test_a_shape_narrows_the_grammar(dice, scripts):
+    shape = PlanShape(only=frozenset({"dice-roller"}), min_tools=1, max_tools=1,
+                      essential_inputs=True, narrative=False,
+                      fixed={dice.ref: {"formula": "2d6"}})
+    schema = plan_schema(scripts, shape=shape)
+    assert list(schema["properties"]) == ["tools"]
+    tools = schema["properties"]["tools"]
+    assert (tools["minItems"], tools["maxItems"]) == (1, 1)
+    [branch] = tools["items"]["anyOf"]
+    tool_input = branch["properties"]["input"]
+    assert tool_input["properties"] == {"formula": {"const": "2d6"}}  # the manifest's short example
+    assert tool_input["required"] == ["formula"]
+    assert plan_schema(scripts, shape=PlanShape(only=frozenset()))["properties"]["tools"]["maxItems"] == 0
+
+
+def test_route_examples_must_be_text(tmp_path):
+    root = tmp_path / "bad-skill"
+    root.mkdir()
+    (root / "SKILL.md").write_text(
+        "---\nname: bad-skill\ndescription: Does things.\nmetadata:\n  x-narratoria:\n"
+        "    routeExamples: ['fine', '  ']\n---\nBody.\n")
+    with pytest.raises(SkillError, match="routeExamples"):
+        load_skill(root)
+
+
+def test_a_narration_turn_never_wakes_the_model(routed, scripts):
+    before = routed.model.last_stats
+    plan = asyncio.run(routed.generate(PlanRequest("I look around the tavern", scripts)))
+    assert plan.tools == [] and plan.narrative
+    assert routed.model.last_stats is before
+    assert routed.status()["lastRouting"]["chosen"] == []
+
+
+def test_a_dice_turn_rolls_what_the_player_said(routed, scripts):
+    plan = asyncio.run(routed.generate(PlanRequest("I roll 2d6 to climb the harbour wall", scripts)))
+    assert [(t.toolPath, t.input) for t in plan.tools] == [("dice-roller/roll-dice", {"formula": "2d6"})]
+
+
+def test_a_trusted_model_sees_every_script_and_a_hint(routed, scripts):
+    trusting = RoutedPlanner(routed.model, routed.router, trust_model=True)
+    plan = asyncio.run(trusting.generate(PlanRequest("I attack the troll with my axe", scripts)))
+    assert all(t.toolPath in {s.ref for s in scripts} for t in plan.tools)
+    prompt = routed.model.plan_messages(PlanRequest("x", scripts, hints=("dice-roller",)))[1]["content"]
+    assert "Likely tools: dice-roller" in prompt
+    assert not routed.trust_model  # the shipped 135M model is not trusted with the choice
+
+
+def test_warming_fills_the_prompt_cache(registry, scripts):
+    model = ModelPlanner(skills=registry.get)
+    assert model.llm.cache is not None and len(model.llm.cache.cache_state) == 0
+    routed_planner(model, shared_local()).warm(PlanRequest("warm up", scripts))
+    assert len(model.llm.cache.cache_state) == 1
