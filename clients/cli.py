@@ -404,6 +404,38 @@ def cmd_bench_turn(args: argparse.Namespace) -> int:
     return _emit_report(args, report, write_markdown)
 
 
+# -- eval --------------------------------------------------------------------------------
+
+def cmd_eval_planner(args: argparse.Namespace) -> int:
+    """Plan a JSONL dataset with the real planner path (no daemon) and score the plans."""
+    from narratoria.runtime.planner import ModelError
+    from narratoria.runtime.planner import evaluate as ev
+
+    registry = SkillRegistry([builtin_skills_dir()])
+    scripts = tuple(registry.scripts())
+    try:  # the dataset is checked before the model is loaded
+        cases = ev.load_dataset(args.dataset, {s.skill for s in scripts})
+    except ev.DatasetError as exc:
+        return _fail(str(exc))
+    cases = cases[:args.limit] if args.limit else cases
+    try:
+        planner = ev.default_planner(args.model, registry)
+    except ModelError as exc:
+        return _fail(str(exc), 2 if args.model else 1)
+
+    def progress(index: int, total: int, outcome: Any) -> None:
+        print(ev.progress_line(index, total, outcome), file=sys.stderr, flush=True)
+
+    report = asyncio.run(ev.evaluate(cases, planner, available=scripts, progress=progress,
+                                     warmup=not args.no_warmup))
+    doc = report.to_json()
+    if args.json:
+        _print_json(doc)
+    else:
+        print("\n".join(ev.format_report(doc)))
+    return 0
+
+
 # -- parser ------------------------------------------------------------------------------
 
 def _positive_int(text: str) -> int:
@@ -563,6 +595,23 @@ def build_parser() -> argparse.ArgumentParser:
     turn.add_argument("--write", metavar="FILE", help="append the results to FILE (markdown)")
     turn.add_argument("--json", action="store_true")
     turn.set_defaults(func=cmd_bench_turn)
+
+    evals = sub.add_parser("eval", help="measure parts of the runtime against datasets")
+    eval_sub = evals.add_subparsers(dest="eval_command", metavar="SUITE", required=True)
+    ep = eval_sub.add_parser(
+        "planner", help="plan a JSONL dataset with the real planner path and score the plans",
+        description="Each line: {\"input\", \"expected_skills\", \"forbidden_skills\", "
+                    "\"state\"?}. Plans every input with the default planner (5 s budget, "
+                    "pattern-planner fallback) over the built-in skills; reports valid_rate, "
+                    "skill_accuracy, p50/p95 latency and per-skill precision/recall. "
+                    "No daemon needed; progress goes to stderr.")
+    ep.add_argument("--dataset", required=True, metavar="FILE.jsonl")
+    ep.add_argument("--model", metavar="PATH", help="the GGUF model (default: SmolLM2-135M)")
+    ep.add_argument("--limit", type=_positive_int, metavar="N", help="run the first N cases")
+    ep.add_argument("--no-warmup", action="store_true",
+                    help="time the first plan cold too (default: one untimed plan first)")
+    ep.add_argument("--json", action="store_true", help="print only the report as JSON")
+    ep.set_defaults(func=cmd_eval_planner)
     return parser
 
 
