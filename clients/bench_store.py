@@ -25,11 +25,17 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Callable
 
-from narratoria.runtime.embedding import EmbeddingSettings, HashEmbedding, make_backend
+from narratoria.runtime.embedding import (
+    EmbeddingSettings,
+    HashEmbedding,
+    LocalEmbedding,
+    make_backend,
+)
 from narratoria.runtime.state import EngineConfig, NarrativeStateEngine
 from narratoria.runtime.store import LoreChunk, MemoryEvent, PersistenceStore
 
 REFERENCE = {"insertsPerS": 640.0, "queryStateP50Ms": 5.0}
+LORE_RUNS = 3
 TARGETS = {"semanticSearchP95Ms": 50.0, "exactMatchP95Ms": 10.0, "loreIngestS": 20.0}
 
 WORDS = ("forge anvil blade harbour storm lantern oath crown river wolf ember tower market "
@@ -133,9 +139,25 @@ def bench_store(folder: Path, records: int, lore: int, queries: int,
                   token_count=60, source_type="prose", weight_tier=3)
         for i in range(lore)]
     _say(progress, f"store: ingesting {lore} lore chunks (with embedding)")
-    lore_s = _timed(lambda: pt.store_many("lore_chunk", chunks))
+    # The slowest figure on a shared machine: the median of LORE_RUNS ingests, each
+    # into its own playthrough (the first is ``pt``, as before).
+    runs = [_timed(lambda: pt.store_many("lore_chunk", chunks))]
+    for k in range(1, LORE_RUNS):
+        _say(progress, f"store: lore ingest {k + 1}/{LORE_RUNS}")
+        scope = store.playthrough(f"bench-lore-{k}")
+        runs.append(_timed(lambda: scope.store_many("lore_chunk", chunks)))
+    lore_s = statistics.median(runs)
     # The same texts through the embedder alone: the floor any store could reach.
-    lore_embed_s = _timed(lambda: embedder.embed_batch([c.content for c in chunks]))
+    texts = [c.content for c in chunks]
+    lore_embed_s = _timed(lambda: embedder.embed_batch(texts))
+    # Baseline for the precision choice: the same texts with fp32 weights.
+    if embedder.precision == "fp32":
+        fp32_s = lore_embed_s
+    else:
+        _say(progress, "store: the same lore embedded at fp32 (baseline)")
+        fp32 = LocalEmbedding(precision="fp32")
+        fp32.embed("warm up")
+        fp32_s = _timed(lambda: fp32.embed_batch(texts))
     store.close()
     return {
         "backend": embedder.model,
@@ -146,7 +168,10 @@ def bench_store(folder: Path, records: int, lore: int, queries: int,
         "exactMatchMs": _latency(exact),
         "loreChunks": lore,
         "loreIngestS": round(lore_s, 2),
+        "loreIngestRunsS": [round(r, 2) for r in runs],
         "loreEmbedOnlyS": round(lore_embed_s, 2),
+        "embedPrecision": embedder.precision,
+        "loreEmbedFp32S": round(fp32_s, 2),
         "targets": TARGETS,
     }
 
@@ -176,7 +201,8 @@ def run_store_bench(memories: int = 10_000, records: int = 10_000, lore: int = 2
             f"target < {TARGETS['semanticSearchP95Ms']:.0f}), exact_match p95 "
             f"{p['exactMatchMs']['p95']} ms (target < {TARGETS['exactMatchP95Ms']:.0f})",
             f"lore ingest: {p['loreChunks']} chunks with embedding in {p['loreIngestS']} s "
-            f"(embedding alone {p['loreEmbedOnlyS']} s; target < {TARGETS['loreIngestS']:.0f} s)",
+            f"(embedding alone {p['loreEmbedOnlyS']} s at {p['embedPrecision']}, "
+            f"{p['loreEmbedFp32S']} s at fp32; target < {TARGETS['loreIngestS']:.0f} s)",
         ]
     report["summary"] = lines
     return report
@@ -199,8 +225,10 @@ def write_markdown(path: Path, report: dict[str, Any], command: str) -> None:
             f"(embedding alone: p95 {p['embedOnlyMs']['p95']} ms) |",
             f"| `exact_match` p50 / p95 | {p['exactMatchMs']['p50']} / {p['exactMatchMs']['p95']} ms"
             f" | p95 < 10 ms |",
-            f"| bulk ingest of {p['loreChunks']} lore chunks incl. embedding | {p['loreIngestS']} s |"
-            f" < 20 s (embedding alone: {p['loreEmbedOnlyS']} s) |",
+            f"| bulk ingest of {p['loreChunks']} lore chunks incl. embedding, median of "
+            f"{len(p['loreIngestRunsS'])} | {p['loreIngestS']} s |"
+            f" < 20 s (embedding alone: {p['loreEmbedOnlyS']} s at {p['embedPrecision']}; "
+            f"{p['loreEmbedFp32S']} s at fp32) |",
             f"| `store_many` of memory events incl. embedding | {p['memoryStoreManyPerS']} /s | — |",
         ]
     text = "\n".join([

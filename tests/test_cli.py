@@ -136,8 +136,29 @@ def test_bench_store_json_small(tmp_path):
     assert "query_state" in out.read_text()
 
 
+def test_bench_store_with_the_model_reports_the_fp32_baseline(tmp_path):
+    out = tmp_path / "BENCH.md"
+    proc = cli("bench", "store", "--memories", "50", "--records", "60", "--lore", "20",
+               "--queries", "3", "--json", "--write", str(out), check=True)
+    p = json.loads(proc.stdout)["persistence"]
+    assert p["loreChunks"] == 20 and p["embedPrecision"] in ("fp32", "bf16")
+    assert p["loreIngestS"] > 0 and p["loreEmbedOnlyS"] > 0 and p["loreEmbedFp32S"] > 0
+    assert "at fp32" in out.read_text()
+
+
 @pytest.mark.parametrize("bad", ["0", "two"])
 def test_serve_refuses_a_thread_count_that_is_not_positive(bad):
     done = cli("serve", "--threads", bad, "--socket", "/nonexistent/never.sock")
     assert done.returncode == 2
     assert "--threads" in done.stderr
+
+
+def test_session_branch_and_new_state_check_their_arguments_before_calling_the_daemon(tmp_path):
+    assert "branch" in cli("session", "--help", check=True).stdout
+    help_text = cli("session", "branch", "--help", check=True).stdout
+    assert "--at-scene" in help_text and "--session" in help_text
+    zero = cli("session", "branch", "--session", "s1", "--at-scene", "0")
+    assert zero.returncode == 2 and "--at-scene" in zero.stderr
+    assert cli("session", "branch").returncode == 2  # --session is required
+    missing = cli("session", "new", "--state", str(tmp_path / "missing.json"))
+    assert missing.returncode == 2 and "cannot read" in missing.stderr

@@ -9,8 +9,11 @@ from narratoria.runtime.embedding import (
     EmbeddingError,
     EmbeddingSettings,
     HashEmbedding,
+    LocalEmbedding,
     OpenAIEmbedding,
+    cpu_has_native_bf16,
     make_backend,
+    resolve_precision,
 )
 
 
@@ -60,3 +63,32 @@ def test_configuration_errors_are_clear():
 def test_local_dimension_mismatch_is_refused(local):
     with pytest.raises(EmbeddingError, match="does not match"):
         make_backend(EmbeddingSettings(backend="local", dimensions=128))
+
+
+LORE = ["I helped the blacksmith fix his anvil", "The weaponsmith sold me a short sword",
+        "It rained all afternoon over the harbour", "Merlin taught Arthur to read the stars",
+        "The queen's guard searched every wagon at the gate " * 8]
+
+
+def test_bf16_vectors_match_fp32_vectors():
+    """Vectors of either precision are stored and searched together, so they must agree."""
+    fp32 = LocalEmbedding(precision="fp32")
+    bf16 = LocalEmbedding(precision="bf16")
+    assert (fp32.precision, bf16.precision) == ("fp32", "bf16")
+    assert (bf16.model, bf16.version) == (fp32.model, fp32.version)
+    a, b = fp32.embed_batch(LORE), bf16.embed_batch(LORE)
+    assert b.dtype == np.float32 and np.allclose(np.linalg.norm(b, axis=1), 1.0, atol=1e-5)
+    assert float(np.min(np.sum(a * b, axis=1))) > 0.999
+    query_a, query_b = fp32.embed("interactions with craftspeople"), bf16.embed(
+        "interactions with craftspeople")
+    assert list(np.argsort(-(a @ query_a))) == list(np.argsort(-(b @ query_b)))
+
+
+def test_precision_auto_follows_the_cpu_and_bad_values_are_named(monkeypatch):
+    assert resolve_precision("auto") == ("bf16" if cpu_has_native_bf16() else "fp32")
+    assert resolve_precision("fp32") == "fp32"
+    with pytest.raises(EmbeddingError, match="unknown embedding precision 'fp8'"):
+        resolve_precision("fp8")
+    monkeypatch.setenv("NARRATORIA_EMBED_PRECISION", "half")
+    with pytest.raises(EmbeddingError, match="'half'"):
+        LocalEmbedding()
