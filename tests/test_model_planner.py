@@ -357,3 +357,31 @@ def test_the_model_decodes_on_every_core_unless_told(planner, registry) -> None:
     assert planner.llm.n_threads == planner.llm.n_threads_batch == (os.cpu_count() or 1)
     one = ModelPlanner(planner.model_path, n_threads=1, prompt_cache_mb=0)
     assert one.llm.n_threads == one.llm.n_threads_batch == 1
+
+
+def test_every_generation_runs_on_the_thread_that_loaded_the_model(planner) -> None:
+    # llama.cpp decoded at half speed on any thread but the one that loaded it.
+    loader = planner.thread.call(lambda: threading.current_thread().name)
+    seen: list[str] = []
+    real = planner.llm.create_chat_completion
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        seen.append(threading.current_thread().name)
+        return real(*args, **kwargs)
+
+    planner.llm.create_chat_completion = recording
+    try:
+        messages = [{"role": "user", "content": "Say hello."}]
+        planner.complete(messages, "test", max_tokens=4)
+        worker = threading.Thread(target=planner.complete, args=(messages, "test"),
+                                  kwargs={"max_tokens": 4})
+        worker.start()
+        worker.join()
+        story = [{"role": "user", "content": "Write a long story about a dragon."}]
+        early = planner.stream(story, "test", max_tokens=400)
+        next(early)
+        early.close()  # the consumer leaves: the model stops and the lock is free
+        assert not planner.lock.held and planner.last_stats.finish_reason == "cancelled"
+    finally:
+        del planner.llm.create_chat_completion
+    assert seen == [loader] * 3 and loader.startswith("llama")

@@ -17,10 +17,12 @@ import asyncio
 import importlib.util
 import json
 import os
+import queue
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from ..plan import Plan, PlanError
 from ..skills.discovery import Skill, SkillError, SkillScript, load_skill
 from .base import PlanRequest, PlanShape
+from .gguf import FTYPE_NAMES, GGUFError, fast_form, file_type
 from .grammar import MAX_TOOLS, NARRATIVE_MAX, model_plan_to_plan, plan_schema, to_grammar
 
 if TYPE_CHECKING:
@@ -140,6 +143,28 @@ class FairLock:
         self.release()
 
 
+class ModelThread:
+    """The one thread that loads the model and runs every llama.cpp call on it.
+
+    llama.cpp's OpenMP workers belong to the thread that first ran the model: on
+    2 cores SmolLM2 decoded 95 tokens/s on the thread that loaded it and 50 on any
+    other (asyncio.to_thread, an actor's executor), so generation never runs on
+    the caller's thread.
+    """
+
+    def __init__(self) -> None:
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llama")
+
+    def submit(self, fn: Callable[[], Any]) -> Future[Any]:
+        return self._executor.submit(fn)
+
+    def call(self, fn: Callable[[], Any]) -> Any:
+        return self.submit(fn).result()
+
+
+_END = object()
+
+
 @dataclass
 class GenerationStats:
     """One generation's figures, for status reports and benchmarks."""
@@ -177,8 +202,14 @@ class ModelPlanner:
                  n_threads: int | None = None, seed: int | None = 42,
                  max_tokens: int = 320, temperature: float = 0.2,
                  max_tools: int = MAX_TOOLS, narrative_max: int = NARRATIVE_MAX,
-                 prompt_cache_mb: int = 128, skills: SkillLookup | None = None) -> None:
+                 prompt_cache_mb: int = 128, skills: SkillLookup | None = None,
+                 requantize: bool | None = None) -> None:
         self.model_path = Path(model_path) if model_path is not None else default_model_path()
+        # Load a faster equivalent of the file (see .gguf); NARRATORIA_MODEL_REQUANTIZE=0
+        # keeps the file as it is.
+        self.requantize = (os.environ.get("NARRATORIA_MODEL_REQUANTIZE", "1") != "0"
+                           if requantize is None else requantize)
+        self.loaded_path = self.model_path
         self.n_ctx = n_ctx
         self.n_threads = n_threads
         self.seed = seed
@@ -190,6 +221,7 @@ class ModelPlanner:
         self._skills = skills
         self._skill_cache: dict[Path, tuple[int, Skill]] = {}
         self.lock = FairLock()
+        self.thread = ModelThread()
         self.load_count = 0
         self.load_seconds = 0.0
         self.last_stats: GenerationStats | None = None
@@ -207,6 +239,8 @@ class ModelPlanner:
         check_model_file(self.model_path)
         from llama_cpp import Llama, LlamaRAMCache
 
+        self.loaded_path = fast_form(self.model_path) if self.requantize else self.model_path
+
         # llama-cpp-python decodes on half the cores by default; a token is one
         # small matrix-vector pass, and on 2 cores using both cut a turn from 11.3 s
         # to 7.5 s (plan 4.2 -> 3.1 s, narration 3.9 -> 2.5 s).
@@ -217,10 +251,11 @@ class ModelPlanner:
             kwargs["seed"] = self.seed
         started = time.perf_counter()
         try:
-            self._llm = Llama(str(self.model_path), **kwargs)
+            llm = self.thread.call(lambda: Llama(str(self.loaded_path), **kwargs))
         except (ValueError, RuntimeError, OSError) as exc:
             raise ModelError(f"model file {self.model_path} could not be loaded: {exc}") from None
-        self._warm_up(self._llm)
+        self.thread.call(lambda: self._warm_up(llm))
+        self._llm = llm
         if self.prompt_cache_mb > 0:
             # Plans and narration use different prompts; without saved states every
             # switch re-reads the whole planner prompt (~3 s for 600 tokens on 2 cores).
@@ -237,6 +272,17 @@ class ModelPlanner:
         llm.eval(llm.tokenize(b"warm up " * 16, add_bos=True)[:32])
         llm.reset()
 
+    def quantization(self) -> str:
+        """The loaded file's type, e.g. "Q8_0 (from Q4_1)"."""
+        try:
+            loaded, source = file_type(self.loaded_path), file_type(self.model_path)
+        except GGUFError:
+            return "unknown"
+        name = FTYPE_NAMES.get(loaded, str(loaded)) if loaded is not None else "unknown"
+        if self.loaded_path != self.model_path and source is not None:
+            name += f" (from {FTYPE_NAMES.get(source, str(source))})"
+        return name
+
     @property
     def llm(self) -> Llama:
         return self.load()
@@ -245,6 +291,8 @@ class ModelPlanner:
         stats = self.last_stats
         return {
             "model": str(self.model_path),
+            "loadedFile": str(self.loaded_path),
+            "quantization": self.quantization(),
             "loads": self.load_count,
             "loadSeconds": round(self.load_seconds, 3),
             "queueDepth": self.lock.waiting,
@@ -381,27 +429,38 @@ class ModelPlanner:
             return
         started = time.perf_counter()
         stats.queued_s = started - queued
-        chunks = None
         text: list[str] = []
-        try:
+        pieces: queue.Queue[Any] = queue.Queue()
+        leave = threading.Event()  # the consumer closed the iterator early
+
+        def generate() -> None:
             chunks = self.llm.create_chat_completion(messages, stream=True, **options)
-            for chunk in chunks:
-                choice = chunk["choices"][0]
-                piece = choice["delta"].get("content")
-                if piece:
-                    if not text:
-                        stats.first_token_s = time.perf_counter() - started
-                    text.append(piece)
-                    stats.pieces += 1
-                    yield piece
-                if choice.get("finish_reason"):
-                    stats.finish_reason = choice["finish_reason"]
-                if cancel is not None and cancel.is_set():
-                    stats.finish_reason = "cancelled"
-                    break
-        finally:
-            if chunks is not None:
+            try:
+                for chunk in chunks:
+                    choice = chunk["choices"][0]
+                    if piece := choice["delta"].get("content"):
+                        pieces.put(piece)
+                    if choice.get("finish_reason"):
+                        stats.finish_reason = choice["finish_reason"]
+                    if leave.is_set() or (cancel is not None and cancel.is_set()):
+                        stats.finish_reason = "cancelled"
+                        break
+            finally:
                 chunks.close()  # stops llama.cpp mid-generation when we leave early
+                pieces.put(_END)
+
+        job = self.thread.submit(generate)
+        try:
+            while (piece := pieces.get()) is not _END:
+                if not text:
+                    stats.first_token_s = time.perf_counter() - started
+                text.append(piece)
+                stats.pieces += 1
+                yield piece
+            job.result()  # a failed generation raises here
+        finally:
+            leave.set()
+            job.exception()  # the model thread is done with llama before the lock goes
             stats.seconds = time.perf_counter() - started
             if text:
                 stats.tokens = len(self.llm.tokenize("".join(text).encode(), add_bos=False))
