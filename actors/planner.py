@@ -27,6 +27,7 @@ from narratoria.runtime.skills.registry import SkillRegistry
 from .embedder import RemoteEmbedder
 
 _DONE = object()
+STREAM_FLUSH_S = 0.05  # narration reaches clients at most 20 times a second
 
 
 @ray.remote(num_cpus=0, max_restarts=-1, max_concurrency=64)
@@ -84,10 +85,21 @@ class PlannerActor:
 
         worker = loop.run_in_executor(None, produce)
         try:
-            while (item := await queue.get()) is not _DONE:
-                if isinstance(item, BaseException):
-                    raise item
-                yield item
+            done = False
+            while not done:
+                items = [await queue.get()]
+                # A Ray item per token costs CPU the model's own threads need on a
+                # small machine: send what came in the last STREAM_FLUSH_S at once.
+                await asyncio.sleep(STREAM_FLUSH_S)
+                while not queue.empty():
+                    items.append(queue.get_nowait())
+                for item in items:
+                    if isinstance(item, BaseException):
+                        raise item
+                done = items[-1] is _DONE
+                text = "".join(i for i in items if isinstance(i, str))
+                if text:
+                    yield text
         finally:
             cancel.set()  # the consumer left early: free the model
             await asyncio.shield(worker)

@@ -1,45 +1,50 @@
 """The 3–4 choices offered after a turn's narration (architecture §7.1).
 
-The model writes them under a JSON-schema grammar (an array of 3–4 short
-strings), so the output always parses. A skill's ``ui_event narrative_choice``
-wins over the model; when the model is unavailable the player still gets a
-sensible set from :func:`fallback_choices`.
+The model writes them under a small grammar: three lines, each ``- <verb> the
+<thing>``, the verb from :data:`CHOICE_VERBS` and the thing one or two words.
+Left free (even under a JSON grammar), SmolLM2-135M copied sentences of the
+narration ("I looked around the market square"); held to a verb and an object it
+writes "Talk to the fisherman", "Look at the lighthouse" in ~0.6 s. An option is
+kept only when its thing is named in the story, so the menu never offers what
+the scene does not hold. A skill's ``ui_event narrative_choice`` wins over the
+model; what the model cannot fill is topped up by :func:`fallback_choices`.
 """
 
 from __future__ import annotations
 
-import json
+import functools
 import re
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .grammar import to_grammar
 from .model import ModelPlanner
+
+if TYPE_CHECKING:
+    from llama_cpp import LlamaGrammar
 
 MIN_CHOICES, MAX_CHOICES = 3, 4
 _NUMBERING = re.compile(r"^\s*(?:\d+[.):]|[-*•])\s*")  # the model numbers them; the menu does
 CHOICE_MAX = 48  # characters: a menu line (8 short words), not a paragraph
 
+CHOICE_VERBS = ("Talk to", "Ask", "Ask about", "Look at", "Search", "Follow", "Examine",
+                "Go to", "Leave", "Wait for", "Take", "Open", "Climb", "Listen to", "Hide from",
+                "Help", "Buy", "Read", "Walk to", "Return to", "Watch", "Call to", "Warn",
+                "Attack", "Touch")
+MODEL_LINES = 3
+# Words a cut-off object trails off into ("Ask the boy about"); dropped from its end.
+_TRAILING = {"about", "and", "of", "to", "the", "a", "an", "with", "what", "for", "in", "on",
+             "at", "from", "who", "where", "that", "or", "is", "was", "his", "her", "its"}
+
 CHOOSER_ROLE = (
-    "You offer the player of an interactive story their next options. Reply with JSON: "
-    '{"choices":["...","...","..."]}: 3 or 4 short actions (under 8 words each) the '
-    "player could take next, each starting with a verb, all different."
+    "You suggest what the player of a story can do next: 3 different short actions, one "
+    "per line, each about someone or something named in the story.\n"
+    "Example story: A guard blocks the bridge. Behind him, a merchant counts coins.\n"
+    "- Talk to the guard\n- Ask the merchant\n- Look at the bridge"
 )
 
 FALLBACK_CHOICES = ("Look around carefully", "Press on ahead", "Talk to someone nearby",
                     "Rest and take stock")
-
-
-def choices_schema() -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": {"choices": {
-            "type": "array", "minItems": MIN_CHOICES, "maxItems": MAX_CHOICES,
-            "items": {"type": "string", "minLength": 3, "maxLength": CHOICE_MAX},
-        }},
-        "required": ["choices"],
-    }
 
 
 def clean_choices(options: Sequence[Any]) -> list[str]:
@@ -65,19 +70,45 @@ def fallback_choices(existing: Sequence[str] = ()) -> list[str]:
     return chosen
 
 
+@functools.cache
+def choices_grammar() -> LlamaGrammar:
+    from llama_cpp import LlamaGrammar
+
+    verbs = " | ".join(f'"{verb}"' for verb in CHOICE_VERBS)
+    line = '"- " verb " the " word (" " word)? "\\n"'
+    rules = [f"root ::= {' '.join(['line'] * MODEL_LINES)}", f"line ::= {line}",
+             f"verb ::= {verbs}", "word ::= [a-z] [a-z'-]{1,13}"]
+    return LlamaGrammar.from_string("\n".join(rules), verbose=False)
+
+
 def choice_messages(player_input: str, narration: str) -> list[dict[str, str]]:
     story = " ".join(narration.split())[-600:]
     return [{"role": "system", "content": CHOOSER_ROLE},
-            {"role": "user", "content": f"Player did: {player_input}\nWhat happened: {story}"}]
+            {"role": "user", "content": f"Player did: {player_input}\nStory: {story}"}]
+
+
+def grounded_choices(text: str, story: str) -> list[str]:
+    """The model's lines whose thing is named in ``story``, one per thing."""
+    named = set(re.findall(r"[a-z'-]+", story.lower()))
+    seen: set[str] = set()
+    out: list[str] = []
+    for line in text.splitlines():
+        verb, sep, thing = line.removeprefix("- ").partition(" the ")
+        words = thing.split()
+        while words and words[-1] in _TRAILING:
+            words.pop()
+        if not sep or not words or not set(words) <= named:
+            continue
+        key = words[-1].removesuffix("s")  # "the old woman" and "the woman" are one option
+        if key not in seen:
+            seen.add(key)
+            out.append(f"{verb} the {' '.join(words)}")
+    return out
 
 
 def model_choices(planner: ModelPlanner, player_input: str, narration: str, *,
-                  cancel: threading.Event | None = None, max_tokens: int = 90) -> list[str]:
-    text, stats = planner.complete(choice_messages(player_input, narration), "choices",
-                                    cancel=cancel, grammar=to_grammar(choices_schema()),
+                  cancel: threading.Event | None = None, max_tokens: int = 48) -> list[str]:
+    text, _stats = planner.complete(choice_messages(player_input, narration), "choices",
+                                    cancel=cancel, grammar=choices_grammar(),
                                     temperature=0.7, max_tokens=max_tokens)
-    try:
-        options = json.loads(text)["choices"]
-    except (ValueError, KeyError, TypeError):
-        options = []  # cut at max_tokens: whatever is complete is topped up below
-    return fallback_choices(options)
+    return fallback_choices(grounded_choices(text, f"{player_input} {narration}"))
