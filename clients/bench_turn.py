@@ -1,8 +1,9 @@
 """`narratoria bench turn`: turn latency and throughput through a real daemon.
 
-The baseline, measured in the same run: the same turns (plan under the grammar,
-narration, choices) sent straight to the model with llama-cpp-python in this
-process, one after another — the most one model on this machine can do. The
+The baseline, measured in the same run: the same turns (the routed plan — the
+model plans under the grammar only when the router picks a skill —, narration,
+choices) made with llama-cpp-python in this process, one after another — the most
+one model on this machine can do. The
 daemon is then started on a temporary socket and driven by N concurrent clients,
 each in its own session; N = 1 gives the single-player latency, larger N the
 throughput of the shared model against the raw one.
@@ -37,22 +38,27 @@ def _say(progress: bool, text: str) -> None:
 
 
 def bench_raw(turns: int, progress: bool) -> dict[str, Any]:
-    """The same three model calls a turn makes, in this process, without the daemon."""
+    """The same planner path (router, then the model when a skill is needed), narration
+    and choices a turn makes, in this process, without the daemon."""
+    import asyncio
+
     from narratoria.runtime.planner.base import PlanRequest
     from narratoria.runtime.planner.choices import model_choices
-    from narratoria.runtime.planner.model import ModelPlanner
     from narratoria.runtime.planner.narration import NarrationContext
+    from narratoria.runtime.planner.routed import default_planner
     from narratoria.runtime.skills.registry import SkillRegistry, builtin_skills_dir
 
-    planner = ModelPlanner()
+    routed = default_planner()
+    planner = routed.model
     available = tuple(SkillRegistry([builtin_skills_dir()]).scripts())
+    routed.warm(PlanRequest("warm up", available))  # as the daemon does before it is ready
     latencies = []
     started = time.perf_counter()
     for i in range(turns):
         text = PROMPTS[i % len(PROMPTS)]
         t0 = time.perf_counter()
         try:
-            plan = planner.plan(PlanRequest(text, available))
+            plan = asyncio.run(routed.generate(PlanRequest(text, available)))
             narrative = plan.narrative or ""
         except Exception:  # noqa: BLE001 - a failed plan still costs its tokens
             narrative = ""
@@ -91,6 +97,7 @@ def bench_clients(address: str, clients: int, turns_each: int, progress: bool) -
 
     latencies: list[float] = []
     first_token: list[float] = []
+    phases: dict[str, list[int]] = {}
     failures: list[str] = []
     lock = threading.Lock()
 
@@ -101,10 +108,16 @@ def bench_clients(address: str, clients: int, turns_each: int, progress: bool) -
                 for t in range(turns_each):
                     t0 = time.perf_counter()
                     first = None
+                    timings: dict[str, int] = {}
                     for event in client.turn(sid, text=PROMPTS[(i + t) % len(PROMPTS)]):
-                        if first is None and event.WhichOneof("event") == "narration":
+                        kind = event.WhichOneof("event")
+                        if first is None and kind == "narration":
                             first = time.perf_counter() - t0
+                        elif kind == "done":
+                            timings = dict(event.done.timings_ms)
                     with lock:
+                        for phase, ms in timings.items():
+                            phases.setdefault(phase, []).append(ms)
                         latencies.append(time.perf_counter() - t0)
                         if first is not None:
                             first_token.append(first)
@@ -124,6 +137,8 @@ def bench_clients(address: str, clients: int, turns_each: int, progress: bool) -
             "p50S": round(statistics.median(latencies), 3) if latencies else None,
             "p95S": round(_pct(latencies, 0.95), 3) if latencies else None,
             "firstNarrationP50S": round(statistics.median(first_token), 3) if first_token else None,
+            # Where a turn's time goes, as the coordinator timed it (ms, medians).
+            "phaseP50Ms": {k: int(statistics.median(v)) for k, v in sorted(phases.items())},
             "turnsPerS": round(len(latencies) / elapsed, 4)}
 
 
@@ -177,6 +192,9 @@ def write_markdown(path: Path, report: dict[str, Any], command: str) -> None:
         ratio = round(run["turnsPerS"] / raw["turnsPerS"], 3) if raw["turnsPerS"] else "—"
         lines.append(f"| {run['clients']} | {run['turns']} | {run['p50S']} | {run['p95S']} | "
                      f"{run['firstNarrationP50S']} | {run['turnsPerS']} | {ratio} |")
+    lines += ["", "Phase medians (ms) as the coordinator timed them:", ""]
+    lines += [f"- {run['clients']} clients: " + ", ".join(
+        f"{k} {v}" for k, v in run.get("phaseP50Ms", {}).items()) for run in report["daemon"]]
     lines += ["", *report["summary"]]
     with path.open("a") as fh:
         fh.write("\n".join(lines) + "\n")
