@@ -385,3 +385,15 @@ def test_every_generation_runs_on_the_thread_that_loaded_the_model(planner) -> N
     finally:
         del planner.llm.create_chat_completion
     assert seen == [loader] * 3 and loader.startswith("llama")
+
+
+def test_only_plans_keep_their_prompt_state(planner) -> None:
+    # Restoring a saved state costs more than reading a narration or choices prompt.
+    cache = planner.llm.cache
+    before = len(cache.cache_state)
+    list(planner.narrate(NarrationContext(player_input="I open the gate"), max_tokens=6))
+    planner.complete([{"role": "user", "content": "Name three fruits."}], "choices",
+                     max_tokens=4)
+    assert len(cache.cache_state) == before and planner.llm.cache is cache
+    planner.complete([{"role": "user", "content": f"Plan {time.time()}"}], "plan", max_tokens=4)
+    assert len(cache.cache_state) == before + 1

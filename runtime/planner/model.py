@@ -163,6 +163,7 @@ class ModelThread:
 
 
 _END = object()
+CACHED_KINDS = frozenset({"plan", "warm"})  # generations whose prompt state is kept
 
 
 @dataclass
@@ -434,7 +435,12 @@ class ModelPlanner:
         leave = threading.Event()  # the consumer closed the iterator early
 
         def generate() -> None:
-            chunks = self.llm.create_chat_completion(messages, stream=True, **options)
+            llm = self.llm
+            # Saving a state costs ~0.08 s and restoring one ~0.2 s: worth it for the
+            # long planning prompt, a loss for narration and choices, whose prompts
+            # change every turn (the restored state would share only the system line).
+            cache, llm.cache = llm.cache, (llm.cache if kind in CACHED_KINDS else None)
+            chunks = llm.create_chat_completion(messages, stream=True, **options)
             try:
                 for chunk in chunks:
                     choice = chunk["choices"][0]
@@ -447,6 +453,7 @@ class ModelPlanner:
                         break
             finally:
                 chunks.close()  # stops llama.cpp mid-generation when we leave early
+                llm.cache = cache  # the generator reads and writes it while it runs
                 pieces.put(_END)
 
         job = self.thread.submit(generate)
