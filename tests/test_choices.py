@@ -22,9 +22,9 @@ def test_the_models_own_numbering_and_empty_options_are_dropped():
 
 def test_at_most_four_and_at_least_three_with_stock_actions():
     assert len(clean_choices([f"Option {c}" for c in "abcdef"])) == MAX_CHOICES
-    topped = fallback_choices(["...", "Press on ahead"])
-    assert len(topped) == MIN_CHOICES and topped[0] == "Press on ahead"
-    assert len(set(topped)) == len(topped) and set(topped) <= {"Press on ahead", *FALLBACK_CHOICES}
+    topped = fallback_choices(["...", "Wait"])
+    assert topped == ["Wait", "Continue", "Look around"]  # topped up, never repeated
+    assert fallback_choices([]) == ["Continue", "Look around", "Wait"]  # §4.2.1's generic set
     assert fallback_choices([]) == list(FALLBACK_CHOICES[:MIN_CHOICES])
 
 

@@ -43,8 +43,8 @@ CHOOSER_ROLE = (
     "- Talk to the guard\n- Ask the merchant\n- Look at the bridge"
 )
 
-FALLBACK_CHOICES = ("Look around carefully", "Press on ahead", "Talk to someone nearby",
-                    "Rest and take stock")
+# The generic set of architecture §4.2.1, for when choice generation fails.
+FALLBACK_CHOICES = ("Continue", "Look around", "Wait", "Talk to someone nearby")
 
 
 def clean_choices(options: Sequence[Any]) -> list[str]:
