@@ -13,6 +13,7 @@ into a failed attempt (a replan, with the pattern planner) or its fallback.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import time
 import uuid
@@ -27,10 +28,13 @@ from narratoria.runtime.plan import ExecutionResult, Plan
 from narratoria.runtime.planner.base import PlanRequest
 from narratoria.runtime.planner.narration import NarrationContext
 from narratoria.runtime.planner.pattern import PatternPlanner
-from narratoria.runtime.scene import SceneInput, SceneServices, run_scene
+from narratoria.runtime.scene import SceneInput, SceneServices, run_scene, scene_summary
 from narratoria.runtime.sessions import SessionEnded, SessionRecord
 from narratoria.runtime.state import SessionState
 from narratoria.runtime.store import MemoryEvent
+from narratoria.runtime.storyline import OpenScene
+
+log = logging.getLogger(__name__)
 
 TURN_RETENTION_S = 120.0  # a finished turn's events stay readable this long
 POLL_WAIT_S = 10.0
@@ -146,16 +150,32 @@ class CoordinatorActor:
         if session.status != "active":
             raise SessionEnded(f"session {session_id!r} has ended")
         player_input = self._input(session, text, choice)
-        available = await self.supervisor.available.remote(session_id)
         turn = _Turn(id=uuid.uuid4().hex[:12], session_id=session_id)
         self.turns[turn.id] = turn
-        self.active[session_id] = turn.id
+        self.active[session_id] = turn.id  # claimed before the awaits below: one turn at a time
+        try:
+            available = await self.supervisor.available.remote(session_id)
+            opened = await self._open_scene(session_id, session.turns + 1, player_input)
+        except BaseException:
+            self.active.pop(session_id, None)
+            del self.turns[turn.id]
+            raise
         scene = SceneInput(session_id=session_id, playthrough_id=session.playthrough_id,
                            turn_number=session.turns + 1, player_input=player_input,
                            state=session.session_state(), last_narration=session.last_narration,
-                           available=available)
-        turn.task = asyncio.create_task(self._run(turn, scene))
+                           available=available, npcs=opened.npcs)
+        turn.task = asyncio.create_task(self._run(turn, scene, opened.moment_id))
         return turn.id
+
+    async def _open_scene(self, session_id: str, scene: int, player_input: str) -> OpenScene:
+        """The scene's moment, and what each NPC the input names knows at it. A failure
+        costs the scene its NPC knowledge (and its branch point), never the turn."""
+        try:
+            return await self.store.open_scene.remote(session_id, scene, player_input)
+        except Exception:  # noqa: BLE001
+            log.warning("session %s scene %d: NPC knowledge unavailable", session_id, scene,
+                        exc_info=True)
+            return OpenScene(None)
 
     @staticmethod
     def _input(session: SessionRecord, text: str | None, choice: int | None) -> str:
@@ -171,12 +191,21 @@ class CoordinatorActor:
             raise BadChoice(f"text: {len(text)} characters; at most 4000")
         return text.strip()
 
-    async def _run(self, turn: _Turn, scene: SceneInput) -> None:
+    async def _run(self, turn: _Turn, scene: SceneInput, moment_id: str | None) -> None:
+        async def save_turn(session_id: str, state: SessionState, narration: str,
+                            choices: list[str]) -> None:
+            # The scene's moment goes into the history (a branch point); the NPCs it
+            # names witnessed the scene and remember its summary.
+            await self.store.save_turn.remote(
+                session_id, state, narration, choices, scene.player_input, moment_id,
+                [v.npc_id for v in scene.npcs],
+                scene_summary(scene.turn_number, scene.player_input, narration))
+
         services = SceneServices(
             planner=PatternPlanner() if self.planner_kind == "pattern" else _RemotePlanner(self.planner),
             executor=_RemoteExecutor(self.supervisor, scene.session_id, scene.playthrough_id),
             narrator=_RemoteNarrator(self.planner), memory=_RemoteMemory(self.store),
-            save_turn=self._save_turn, fallback_planner=PatternPlanner(),
+            save_turn=save_turn, fallback_planner=PatternPlanner(),
             analytics=self.analytics, generation_budget_s=self.generation_budget_s)
         try:
             await run_scene(services, scene, turn.emit)
@@ -188,10 +217,6 @@ class CoordinatorActor:
             turn.changed.set()
             self.active.pop(scene.session_id, None)
             self.turns_done += 1
-
-    async def _save_turn(self, session_id: str, state: SessionState, narration: str,
-                         choices: list[str]) -> None:
-        await self.store.save_turn.remote(session_id, state, narration, choices)
 
     async def events(self, turn_id: str, after: int = 0,
                      wait_s: float = POLL_WAIT_S) -> tuple[list[dict[str, Any]], bool]:

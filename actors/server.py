@@ -65,13 +65,15 @@ def session_pb(record: SessionRecord) -> pb.Session:
                       playthrough_id=record.playthrough_id,
                       created_at_ms=int(record.created_at.timestamp() * 1000),
                       updated_at_ms=int(record.updated_at.timestamp() * 1000),
-                      last_narration=record.last_narration, choices=record.choices)
+                      last_narration=record.last_narration, choices=record.choices,
+                      parent_session_id=record.parent_id, branched_at_scene=record.branch_scene)
 
 
 _EVENT_FIELDS = {"started": pb.TurnStarted, "phase": pb.PhaseChanged, "plan": pb.PlanGenerated,
                  "tool_started": pb.ToolStarted, "tool_event": pb.ToolOutput,
                  "tool_finished": pb.ToolFinished, "replan": pb.Replan, "fallback": pb.Fallback,
-                 "narration": pb.NarrationToken, "choices": pb.Choices, "done": pb.TurnDone}
+                 "narration": pb.NarrationToken, "choices": pb.Choices, "done": pb.TurnDone,
+                 "knowledge": pb.NpcKnowledge}
 
 
 def turn_event_pb(turn_id: str, event: dict[str, Any]) -> pb.TurnEvent | None:
@@ -111,8 +113,21 @@ class NarratoriaService(rpc.NarratoriaServicer):
             if len(value) > 200:
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                                     f"{name}: {len(value)} characters; at most 200")
+        if len(request.state_json) > 1 << 20:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                f"state_json: {len(request.state_json)} characters; at most 1 MiB")
         record = await _call(context, self.store.create_session.remote(
-            self._owner(context), request.campaign, request.title))
+            self._owner(context), request.campaign, request.title, request.state_json))
+        return session_pb(record)
+
+    async def Branch(self, request: pb.BranchRequest,
+                     context: grpc.aio.ServicerContext) -> pb.Session:
+        await self._need_id(request, context)
+        if request.at_scene < 0:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                f"at_scene: {request.at_scene}; scenes are numbered from 1 (0: the last)")
+        record = await _call(context, self.store.branch_session.remote(
+            request.session_id, self._owner(context), request.at_scene))
         return session_pb(record)
 
     async def ListSessions(self, request: pb.ListSessionsRequest,

@@ -1,7 +1,8 @@
 """StoreActor: the only process that opens the DuckDB file.
 
-It holds the persistence layer (memories, lore, reputation, …) and the daemon's
-sessions in one database. Vectors come from the EmbedderActor. A threaded actor:
+It holds the persistence layer (memories, lore, reputation, …), the daemon's
+sessions and the narrative state engine (sessions as takes, scenes as moments,
+NPCs as characters: ``runtime/storyline.py``) in one database. Vectors come from the EmbedderActor. A threaded actor:
 DuckDB serves concurrent readers through per-thread cursors, and the store
 serialises writers itself.
 """
@@ -19,6 +20,7 @@ from narratoria.runtime.db import DB_FILENAME, connect
 from narratoria.runtime.sessions import SessionRecord, SessionStore
 from narratoria.runtime.state import SessionState
 from narratoria.runtime.store import MemoryEvent, PersistenceStore
+from narratoria.runtime.storyline import OpenScene, Storyline
 
 from .embedder import RemoteEmbedder
 
@@ -39,16 +41,28 @@ class StoreActor:
     def __init__(self, data_dir: str, embedder_name: str = "embedder") -> None:
         self.path = Path(data_dir) / DB_FILENAME
         self._con = connect(self.path)
-        self.store = PersistenceStore(self._con, RemoteEmbedder.named(embedder_name))
+        embedder = RemoteEmbedder.named(embedder_name)
+        self.store = PersistenceStore(self._con, embedder)
         self.sessions = SessionStore(self._con)
+        self.storyline = Storyline(self._con, self.sessions, self.store, embedder)
 
     def status(self) -> dict[str, Any]:
         return {"path": str(self.path), "pid": os.getpid()}
 
     # sessions --------------------------------------------------------------------------
 
-    def create_session(self, owner: str, campaign: str, title: str) -> SessionRecord:
-        return self.sessions.create(owner, campaign, title)
+    def create_session(self, owner: str, campaign: str, title: str,
+                       state_json: str = "") -> SessionRecord:
+        initial = _doc(state_json, "state_json")
+        if not isinstance(initial, dict):
+            raise ValueError("state_json: must be a JSON object")
+        return self.storyline.create_session(owner, campaign, title, initial)
+
+    def branch_session(self, session_id: str, owner: str | None, at_scene: int) -> SessionRecord:
+        return self.storyline.branch(session_id, owner, at_scene)
+
+    def open_scene(self, session_id: str, scene: int, player_input: str) -> OpenScene:
+        return self.storyline.open_scene(session_id, scene, player_input)
 
     def get_session(self, session_id: str, owner: str | None = None) -> SessionRecord:
         return self.sessions.get(session_id, owner)
@@ -59,9 +73,11 @@ class StoreActor:
     def end_session(self, session_id: str, owner: str | None) -> SessionRecord:
         return self.sessions.end(session_id, owner)
 
-    def save_turn(self, session_id: str, state: SessionState, narration: str,
-                  choices: list[str]) -> SessionRecord:
-        return self.sessions.save_turn(session_id, state, narration, choices)
+    def save_turn(self, session_id: str, state: SessionState, narration: str, choices: list[str],
+                  player_input: str = "", moment_id: str | None = None,
+                  witnesses: list[str] | None = None, summary: str = "") -> SessionRecord:
+        return self.storyline.save_turn(session_id, state, narration, choices, player_input,
+                                        moment_id, witnesses or [], summary)
 
     def session_count(self) -> int:
         return self.sessions.count()
@@ -107,5 +123,6 @@ class StoreActor:
         return [_json(r) for r in records]
 
     def close(self) -> None:
+        self.storyline.close()
         self.store.close()
         self._con.close()

@@ -188,8 +188,17 @@ class NarratoriaClient:
                     raise
             time.sleep(min(_POLL_INTERVAL_S, max(deadline - time.monotonic(), 0)))
 
-    def create_session(self, campaign: str = "", title: str = "") -> pb.Session:
-        return self._call("CreateSession", pb.CreateSessionRequest(campaign=campaign, title=title))
+    def create_session(self, campaign: str = "", title: str = "",
+                       state: dict[str, Any] | None = None) -> pb.Session:
+        """A new session; ``state``: its initial state tree, whose ``npcs`` map declares
+        the session's NPCs (id -> {"name", "traits"?, "voice"?, "knows"?: [facts]})."""
+        return self._call("CreateSession", pb.CreateSessionRequest(
+            campaign=campaign, title=title, state_json=json.dumps(state) if state else ""))
+
+    def branch(self, session_id: str, at_scene: int = 0) -> pb.Session:
+        """A new session retrying ``session_id`` from scene ``at_scene`` (0: the last
+        scene); the old session is untouched and can still be played."""
+        return self._call("Branch", pb.BranchRequest(session_id=session_id, at_scene=at_scene))
 
     def list_sessions(self, include_ended: bool = False) -> list[pb.Session]:
         reply = self._call("ListSessions", pb.ListSessionsRequest(include_ended=include_ended))

@@ -193,6 +193,12 @@ class TurnRenderer:
             return ""
         return f"  · {m.phase}" + (f" (attempt {m.attempt})" if m.attempt else "") + "\n"
 
+    def _knowledge(self, m: pb.NpcKnowledge) -> str:
+        if not self.verbose:
+            return ""
+        return "".join(f"  · {n.name} knows {len(n.facts)} fact(s), {len(n.memories)} memory(ies)\n"
+                       for n in m.npcs)
+
     def _plan(self, m: pb.PlanGenerated) -> str:
         if not self.verbose:
             return ""
@@ -305,6 +311,8 @@ def format_session(s: pb.Session) -> str:
     if s.title:
         header += f" “{s.title}”"
     header += f" · campaign {s.campaign or '-'} · {s.status} · {s.turns} turns\n"
+    if s.parent_session_id:
+        header += f"branched from {s.parent_session_id} at scene {s.branched_at_scene}\n"
     text = header
     if s.last_narration:
         text += "\n" + s.last_narration.rstrip("\n") + "\n"

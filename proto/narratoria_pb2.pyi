@@ -7,7 +7,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Session(_message.Message):
-    __slots__ = ("id", "campaign", "status", "created_at_ms", "updated_at_ms", "turns", "playthrough_id", "last_narration", "choices", "title")
+    __slots__ = ("id", "campaign", "status", "created_at_ms", "updated_at_ms", "turns", "playthrough_id", "last_narration", "choices", "title", "parent_session_id", "branched_at_scene")
     ID_FIELD_NUMBER: _ClassVar[int]
     CAMPAIGN_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
@@ -18,6 +18,8 @@ class Session(_message.Message):
     LAST_NARRATION_FIELD_NUMBER: _ClassVar[int]
     CHOICES_FIELD_NUMBER: _ClassVar[int]
     TITLE_FIELD_NUMBER: _ClassVar[int]
+    PARENT_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    BRANCHED_AT_SCENE_FIELD_NUMBER: _ClassVar[int]
     id: str
     campaign: str
     status: str
@@ -28,15 +30,27 @@ class Session(_message.Message):
     last_narration: str
     choices: _containers.RepeatedScalarFieldContainer[str]
     title: str
-    def __init__(self, id: _Optional[str] = ..., campaign: _Optional[str] = ..., status: _Optional[str] = ..., created_at_ms: _Optional[int] = ..., updated_at_ms: _Optional[int] = ..., turns: _Optional[int] = ..., playthrough_id: _Optional[str] = ..., last_narration: _Optional[str] = ..., choices: _Optional[_Iterable[str]] = ..., title: _Optional[str] = ...) -> None: ...
+    parent_session_id: str
+    branched_at_scene: int
+    def __init__(self, id: _Optional[str] = ..., campaign: _Optional[str] = ..., status: _Optional[str] = ..., created_at_ms: _Optional[int] = ..., updated_at_ms: _Optional[int] = ..., turns: _Optional[int] = ..., playthrough_id: _Optional[str] = ..., last_narration: _Optional[str] = ..., choices: _Optional[_Iterable[str]] = ..., title: _Optional[str] = ..., parent_session_id: _Optional[str] = ..., branched_at_scene: _Optional[int] = ...) -> None: ...
 
 class CreateSessionRequest(_message.Message):
-    __slots__ = ("campaign", "title")
+    __slots__ = ("campaign", "title", "state_json")
     CAMPAIGN_FIELD_NUMBER: _ClassVar[int]
     TITLE_FIELD_NUMBER: _ClassVar[int]
+    STATE_JSON_FIELD_NUMBER: _ClassVar[int]
     campaign: str
     title: str
-    def __init__(self, campaign: _Optional[str] = ..., title: _Optional[str] = ...) -> None: ...
+    state_json: str
+    def __init__(self, campaign: _Optional[str] = ..., title: _Optional[str] = ..., state_json: _Optional[str] = ...) -> None: ...
+
+class BranchRequest(_message.Message):
+    __slots__ = ("session_id", "at_scene")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    AT_SCENE_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    at_scene: int
+    def __init__(self, session_id: _Optional[str] = ..., at_scene: _Optional[int] = ...) -> None: ...
 
 class SessionRef(_message.Message):
     __slots__ = ("session_id",)
@@ -79,7 +93,7 @@ class TurnRequest(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., text: _Optional[str] = ..., choice: _Optional[int] = ...) -> None: ...
 
 class TurnEvent(_message.Message):
-    __slots__ = ("turn_id", "seq", "at_ms", "started", "phase", "plan", "tool_started", "tool_event", "tool_finished", "replan", "fallback", "narration", "choices", "done")
+    __slots__ = ("turn_id", "seq", "at_ms", "started", "phase", "plan", "tool_started", "tool_event", "tool_finished", "replan", "fallback", "narration", "choices", "done", "knowledge")
     TURN_ID_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
     AT_MS_FIELD_NUMBER: _ClassVar[int]
@@ -94,6 +108,7 @@ class TurnEvent(_message.Message):
     NARRATION_FIELD_NUMBER: _ClassVar[int]
     CHOICES_FIELD_NUMBER: _ClassVar[int]
     DONE_FIELD_NUMBER: _ClassVar[int]
+    KNOWLEDGE_FIELD_NUMBER: _ClassVar[int]
     turn_id: str
     seq: int
     at_ms: int
@@ -108,7 +123,26 @@ class TurnEvent(_message.Message):
     narration: NarrationToken
     choices: Choices
     done: TurnDone
-    def __init__(self, turn_id: _Optional[str] = ..., seq: _Optional[int] = ..., at_ms: _Optional[int] = ..., started: _Optional[_Union[TurnStarted, _Mapping]] = ..., phase: _Optional[_Union[PhaseChanged, _Mapping]] = ..., plan: _Optional[_Union[PlanGenerated, _Mapping]] = ..., tool_started: _Optional[_Union[ToolStarted, _Mapping]] = ..., tool_event: _Optional[_Union[ToolOutput, _Mapping]] = ..., tool_finished: _Optional[_Union[ToolFinished, _Mapping]] = ..., replan: _Optional[_Union[Replan, _Mapping]] = ..., fallback: _Optional[_Union[Fallback, _Mapping]] = ..., narration: _Optional[_Union[NarrationToken, _Mapping]] = ..., choices: _Optional[_Union[Choices, _Mapping]] = ..., done: _Optional[_Union[TurnDone, _Mapping]] = ...) -> None: ...
+    knowledge: NpcKnowledge
+    def __init__(self, turn_id: _Optional[str] = ..., seq: _Optional[int] = ..., at_ms: _Optional[int] = ..., started: _Optional[_Union[TurnStarted, _Mapping]] = ..., phase: _Optional[_Union[PhaseChanged, _Mapping]] = ..., plan: _Optional[_Union[PlanGenerated, _Mapping]] = ..., tool_started: _Optional[_Union[ToolStarted, _Mapping]] = ..., tool_event: _Optional[_Union[ToolOutput, _Mapping]] = ..., tool_finished: _Optional[_Union[ToolFinished, _Mapping]] = ..., replan: _Optional[_Union[Replan, _Mapping]] = ..., fallback: _Optional[_Union[Fallback, _Mapping]] = ..., narration: _Optional[_Union[NarrationToken, _Mapping]] = ..., choices: _Optional[_Union[Choices, _Mapping]] = ..., done: _Optional[_Union[TurnDone, _Mapping]] = ..., knowledge: _Optional[_Union[NpcKnowledge, _Mapping]] = ...) -> None: ...
+
+class NpcKnowledge(_message.Message):
+    __slots__ = ("npcs",)
+    NPCS_FIELD_NUMBER: _ClassVar[int]
+    npcs: _containers.RepeatedCompositeFieldContainer[NpcContext]
+    def __init__(self, npcs: _Optional[_Iterable[_Union[NpcContext, _Mapping]]] = ...) -> None: ...
+
+class NpcContext(_message.Message):
+    __slots__ = ("npc_id", "name", "facts", "memories")
+    NPC_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    FACTS_FIELD_NUMBER: _ClassVar[int]
+    MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    npc_id: str
+    name: str
+    facts: _containers.RepeatedScalarFieldContainer[str]
+    memories: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, npc_id: _Optional[str] = ..., name: _Optional[str] = ..., facts: _Optional[_Iterable[str]] = ..., memories: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class TurnStarted(_message.Message):
     __slots__ = ("session_id", "turn_number", "input")

@@ -54,6 +54,11 @@ class NarratoriaStub:
                 request_serializer=narratoria_dot_proto_dot_narratoria__pb2.SessionRef.SerializeToString,
                 response_deserializer=narratoria_dot_proto_dot_narratoria__pb2.Session.FromString,
                 _registered_method=True)
+        self.Branch = channel.unary_unary(
+                '/narratoria.v1.Narratoria/Branch',
+                request_serializer=narratoria_dot_proto_dot_narratoria__pb2.BranchRequest.SerializeToString,
+                response_deserializer=narratoria_dot_proto_dot_narratoria__pb2.Session.FromString,
+                _registered_method=True)
         self.Turn = channel.unary_stream(
                 '/narratoria.v1.Narratoria/Turn',
                 request_serializer=narratoria_dot_proto_dot_narratoria__pb2.TurnRequest.SerializeToString,
@@ -99,6 +104,14 @@ class NarratoriaServicer:
 
     def EndSession(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Branch(self, request, context):
+        """Rewind: a new session (a new take of the narrative state) that retries the
+        given session from one of its scenes. The old session is untouched and plays on.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -150,6 +163,11 @@ def add_NarratoriaServicer_to_server(servicer, server):
             'EndSession': grpc.unary_unary_rpc_method_handler(
                     servicer.EndSession,
                     request_deserializer=narratoria_dot_proto_dot_narratoria__pb2.SessionRef.FromString,
+                    response_serializer=narratoria_dot_proto_dot_narratoria__pb2.Session.SerializeToString,
+            ),
+            'Branch': grpc.unary_unary_rpc_method_handler(
+                    servicer.Branch,
+                    request_deserializer=narratoria_dot_proto_dot_narratoria__pb2.BranchRequest.FromString,
                     response_serializer=narratoria_dot_proto_dot_narratoria__pb2.Session.SerializeToString,
             ),
             'Turn': grpc.unary_stream_rpc_method_handler(
@@ -280,6 +298,33 @@ class Narratoria:
             target,
             '/narratoria.v1.Narratoria/EndSession',
             narratoria_dot_proto_dot_narratoria__pb2.SessionRef.SerializeToString,
+            narratoria_dot_proto_dot_narratoria__pb2.Session.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Branch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/narratoria.v1.Narratoria/Branch',
+            narratoria_dot_proto_dot_narratoria__pb2.BranchRequest.SerializeToString,
             narratoria_dot_proto_dot_narratoria__pb2.Session.FromString,
             options,
             channel_credentials,

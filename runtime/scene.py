@@ -3,6 +3,8 @@
 player input → context (session state, recalled memories, last scene) → plan →
 execute → aggregate (state patches, assets, ui events) → narration (streamed) →
 3–4 choices → scene summary stored as a memory event → session saved → done.
+NPCs the player's input names get their own knowledge into the narration context
+(``SceneInput.npcs``, from ``storyline.open_scene``; a ``knowledge`` event says which).
 
 The services are injected (plain Python here; the daemon's coordinator passes
 adapters over its actors), so the pipeline runs the same in a test, a CLI and the
@@ -26,6 +28,7 @@ import msgspec
 
 from .analytics import AnalyticsLog
 from .executor import ExecutorEvent
+from .npcs import NpcView
 from .plan import ExecutionResult, Plan, ToolError
 from .planner.base import Planner
 from .planner.choices import clean_choices, fallback_choices
@@ -34,6 +37,7 @@ from .replan import Executor, ReplanLoop, TurnOutcome, success_narration
 from .skills.discovery import SkillScript
 from .state import SessionState
 from .store import MemoryEvent
+from .storyline import scene_tag
 
 Emit = Callable[[str, dict[str, Any]], None]
 log = logging.getLogger(__name__)
@@ -79,6 +83,8 @@ class SceneInput:
     state: SessionState
     last_narration: str = ""
     available: tuple[SkillScript, ...] = ()
+    # What each NPC the input names knows (storyline.open_scene): its own view only.
+    npcs: tuple[NpcView, ...] = ()
 
 
 @dataclass
@@ -199,6 +205,13 @@ async def run_scene(services: SceneServices, scene: SceneInput, emit: Emit) -> S
     emit("started", {"session_id": scene.session_id, "turn_number": scene.turn_number,
                      "input": scene.player_input})
     memories = await _recall(services.memory, scene)
+    if scene.npcs:
+        # Which NPC knowledge the narrator is given, for clients and tests: never the prose.
+        emit("knowledge", {"npcs": [{"npc_id": v.npc_id, "name": v.name, "facts": list(v.facts),
+                                     "memories": list(v.memories)} for v in scene.npcs]})
+        log.info("session %s scene %d: NPC knowledge of %s", scene.session_id, scene.turn_number,
+                 ", ".join(f"{v.npc_id} ({len(v.facts)} facts, {len(v.memories)} memories)"
+                           for v in scene.npcs))
 
     loop = ReplanLoop(services.planner, _GuardedExecutor(services.executor),
                       fallback_planner=services.fallback_planner, analytics=services.analytics,
@@ -222,7 +235,8 @@ async def run_scene(services: SceneServices, scene: SceneInput, emit: Emit) -> S
         since = time.monotonic()
         narration = await _narrate(services.narrator, NarrationContext(
             player_input=scene.player_input, scene=scene.last_narration,
-            outcomes=_outcomes(outcome), memories=memories, state=_narratable(state)), emit)
+            outcomes=_outcomes(outcome), memories=memories, state=_narratable(state),
+            npc_knowledge=tuple(v.line() for v in scene.npcs)), emit)
         if not narration.strip():
             narration = success_narration(outcome.plan, outcome.result) if outcome.plan else ""
             emit("narration", {"text": narration})
@@ -286,7 +300,7 @@ async def _remember(memory: Memory, scene: SceneInput, narration: str, state: Se
     location = state.tree.get("location")
     event = MemoryEvent(summary=scene_summary(scene.turn_number, scene.player_input, narration),
                         timestamp=datetime.now(UTC), session_id=scene.session_id,
-                        action_type="scene",
+                        action_type="scene", semantic_tags=[scene_tag(scene.turn_number)],
                         location=location if isinstance(location, str) and location else None)
     try:
         await memory.remember(scene.playthrough_id, event)

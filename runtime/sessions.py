@@ -2,9 +2,15 @@
 
 A session row holds everything a resumed session needs: its state tree and stat
 ranges, the turn count, the last narration and the choices offered. A turn's
-outcome is saved with one UPDATE (DuckDB commits it to its write-ahead log before
-returning), so a daemon killed between turns resumes exactly where it was and one
-killed mid-turn resumes from before that turn, never from half of it.
+outcome is saved in one transaction (the session row and that scene's history
+row; DuckDB commits it to its write-ahead log before returning), so a daemon
+killed between turns resumes exactly where it was and one killed mid-turn
+resumes from before that turn, never from half of it.
+
+History: ``session_scenes`` keeps, per scene N, what the session was after it
+(state, narration, choices; scene 0 is the initial state) and the narrative
+state engine's moment of that scene. A branch at scene N starts from the row of
+scene N-1 and copies rows 0..N-1, so it can itself be branched at any scene it has.
 """
 
 from __future__ import annotations
@@ -12,6 +18,8 @@ from __future__ import annotations
 import json
 import threading
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -42,6 +50,10 @@ class SessionEnded(SessionError):
     pass
 
 
+class BadScene(SessionError, ValueError):
+    """A scene number a session does not have (a bad ``at_scene``)."""
+
+
 def _create_v1(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
     con.execute(f"""CREATE TABLE {SCHEMA}.sessions (
@@ -60,7 +72,28 @@ def _create_v1(con: duckdb.DuckDBPyConnection) -> None:
         choices_json VARCHAR NOT NULL DEFAULT '[]')""")
 
 
-MIGRATIONS = [Migration(1, "daemon sessions", _create_v1)]
+def _scenes_v2(con: duckdb.DuckDBPyConnection) -> None:
+    # A session is a take of the narrative state engine; a branch names its parent.
+    # Sessions older than this have no take and no history: they play on, unbranchable.
+    # (DuckDB adds no column with a constraint: defaults only, NULLs read as the default.)
+    for column in ("take_id BIGINT", "parent_id VARCHAR DEFAULT ''",
+                   "branch_scene INTEGER DEFAULT 0", "cast_json VARCHAR DEFAULT '[]'"):
+        con.execute(f"ALTER TABLE {SCHEMA}.sessions ADD COLUMN {column}")
+    con.execute(f"""CREATE TABLE {SCHEMA}.session_scenes (
+        session_id VARCHAR NOT NULL,
+        scene INTEGER NOT NULL,
+        moment_id VARCHAR,
+        input VARCHAR NOT NULL DEFAULT '',
+        state_json VARCHAR NOT NULL,
+        stats_json VARCHAR NOT NULL,
+        narration VARCHAR NOT NULL DEFAULT '',
+        choices_json VARCHAR NOT NULL DEFAULT '[]',
+        saved_at TIMESTAMP NOT NULL,
+        PRIMARY KEY (session_id, scene))""")
+
+
+MIGRATIONS = [Migration(1, "daemon sessions", _create_v1),
+              Migration(2, "scene history and takes", _scenes_v2)]
 
 
 @dataclass
@@ -78,21 +111,48 @@ class SessionRecord:
     stats: dict[str, dict[str, Any]] = field(default_factory=dict)
     last_narration: str = ""
     choices: list[str] = field(default_factory=list)
+    take_id: int | None = None       # its take in the narrative state engine
+    parent_id: str = ""              # the session it branched from ("" for none)
+    branch_scene: int = 0            # the scene it retried from (0 for none)
+    cast: list[dict[str, Any]] = field(default_factory=list)  # npcs.cast_json
 
     def session_state(self) -> SessionState:
         return SessionState(self.state, {p: StatRange(**r) for p, r in self.stats.items()})
 
 
+@dataclass
+class SceneRecord:
+    """A session as it was after one scene (scene 0: as created)."""
+
+    session_id: str
+    scene: int
+    moment_id: str | None
+    input: str
+    state: dict[str, Any]
+    stats: dict[str, dict[str, Any]]
+    narration: str
+    choices: list[str]
+
+
 _COLUMNS = ("id, owner, campaign, title, playthrough_id, status, created_at, updated_at, turns, "
-            "state_json, stats_json, last_narration, choices_json")
+            "state_json, stats_json, last_narration, choices_json, take_id, parent_id, "
+            "branch_scene, cast_json")
+_SCENE_COLUMNS = "session_id, scene, moment_id, input, state_json, stats_json, narration, choices_json"
 
 
 def _record(row: tuple[Any, ...]) -> SessionRecord:
     (sid, owner, campaign, title, playthrough, status, created, updated, turns, state, stats,
-     narration, choices) = row
+     narration, choices, take, parent, branch_scene, cast) = row
     return SessionRecord(sid, owner, campaign, title, playthrough, status,
                          created.replace(tzinfo=UTC), updated.replace(tzinfo=UTC), turns,
-                         json.loads(state), json.loads(stats), narration, json.loads(choices))
+                         json.loads(state), json.loads(stats), narration, json.loads(choices),
+                         take, parent or "", branch_scene or 0, json.loads(cast or "[]"))
+
+
+def _scene(row: tuple[Any, ...]) -> SceneRecord:
+    sid, scene, moment, text, state, stats, narration, choices = row
+    return SceneRecord(sid, scene, moment, text, json.loads(state), json.loads(stats), narration,
+                       json.loads(choices))
 
 
 def _now() -> datetime:
@@ -112,18 +172,82 @@ class SessionStore:
         self._lock = threading.Lock()  # a DuckDB cursor is not thread-safe
         migrate(self._con, COMPONENT, MIGRATIONS)
 
+    @staticmethod
+    def new_id() -> str:
+        return uuid.uuid4().hex[:12]
+
     def create(self, owner: str, campaign: str = "", title: str = "",
-               state: SessionState | None = None) -> SessionRecord:
-        sid = uuid.uuid4().hex[:12]
+               state: SessionState | None = None, *, session_id: str | None = None,
+               take_id: int | None = None, cast: list[dict[str, Any]] | None = None,
+               moment_id: str | None = None) -> SessionRecord:
+        """A new session and its scene 0 (the initial state), in one transaction."""
+        sid = session_id or self.new_id()
         now = _now()
         state = state or SessionState()
-        with self._lock:
+        tree, stats = json.dumps(state.tree), json.dumps(stats_json(state))
+        with self._lock, self._transaction():
             self._con.execute(
                 f"INSERT INTO {SCHEMA}.sessions (id, owner, campaign, title, playthrough_id, status, "
-                "created_at, updated_at, state_json, stats_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [sid, owner, campaign, title, f"pt-{sid}", ACTIVE, now, now,
-                 json.dumps(state.tree), json.dumps(stats_json(state))])
+                "created_at, updated_at, state_json, stats_json, take_id, cast_json) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [sid, owner, campaign, title, f"pt-{sid}", ACTIVE, now, now, tree, stats, take_id,
+                 json.dumps(cast or [])])
+            self._con.execute(
+                f"INSERT INTO {SCHEMA}.session_scenes ({_SCENE_COLUMNS}, saved_at) "
+                "VALUES (?, 0, ?, '', ?, ?, '', '[]', ?)", [sid, moment_id, tree, stats, now])
         return self.get(sid, owner)
+
+    def branch(self, parent: SessionRecord, at_scene: int, take_id: int, owner: str,
+               title: str | None = None) -> SessionRecord:
+        """A new session that retries ``parent`` from scene ``at_scene``: as it was after
+        scene ``at_scene - 1``, with that history (one transaction); the parent is untouched."""
+        base = self.scene(parent.id, at_scene - 1)
+        sid = self.new_id()
+        now = _now()
+        with self._lock, self._transaction():
+            self._con.execute(
+                f"INSERT INTO {SCHEMA}.sessions (id, owner, campaign, title, playthrough_id, status, "
+                "created_at, updated_at, turns, state_json, stats_json, last_narration, choices_json, "
+                "take_id, parent_id, branch_scene, cast_json) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [sid, owner, parent.campaign, parent.title if title is None else title, f"pt-{sid}",
+                 ACTIVE, now, now, at_scene - 1, json.dumps(base.state), json.dumps(base.stats),
+                 base.narration, json.dumps(base.choices), take_id, parent.id, at_scene,
+                 json.dumps(parent.cast)])
+            self._con.execute(
+                f"INSERT INTO {SCHEMA}.session_scenes ({_SCENE_COLUMNS}, saved_at) "
+                f"SELECT ?, scene, moment_id, input, state_json, stats_json, narration, choices_json, ? "
+                f"FROM {SCHEMA}.session_scenes WHERE session_id = ? AND scene < ?",
+                [sid, now, parent.id, at_scene])
+        return self.get(sid, owner)
+
+    def scene(self, session_id: str, scene: int) -> SceneRecord:
+        with self._lock:
+            row = self._con.execute(f"SELECT {_SCENE_COLUMNS} FROM {SCHEMA}.session_scenes "
+                                    "WHERE session_id = ? AND scene = ?", [session_id, scene]).fetchone()
+        if row is None:
+            raise BadScene(f"session {session_id!r} has no saved scene {scene} "
+                           "(sessions created before scene history cannot be branched)")
+        return _scene(row)
+
+    def scenes(self, session_id: str) -> list[SceneRecord]:
+        with self._lock:
+            rows = self._con.execute(f"SELECT {_SCENE_COLUMNS} FROM {SCHEMA}.session_scenes "
+                                     "WHERE session_id = ? ORDER BY scene", [session_id]).fetchall()
+        return [_scene(r) for r in rows]
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        self._con.execute("BEGIN TRANSACTION")
+        try:
+            yield
+            self._con.execute("COMMIT")
+        except BaseException:
+            try:
+                self._con.execute("ROLLBACK")
+            except duckdb.Error:
+                pass  # a failed COMMIT has already ended the transaction
+            raise
 
     def get(self, session_id: str, owner: str | None = None) -> SessionRecord:
         """The session; ``owner`` given, only if that client owns it."""
@@ -152,17 +276,24 @@ class SessionStore:
         return [_record(r) for r in rows]
 
     def save_turn(self, session_id: str, state: SessionState, narration: str,
-                  choices: list[str]) -> SessionRecord:
-        """Record a finished turn: one statement, so all of it or none of it."""
-        with self._lock:
+                  choices: list[str], *, player_input: str = "",
+                  moment_id: str | None = None) -> SessionRecord:
+        """Record a finished turn and its history row: one transaction, all of it or none."""
+        tree, stats = json.dumps(state.tree), json.dumps(stats_json(state))
+        now = _now()
+        with self._lock, self._transaction():
             updated = self._con.execute(
                 f"UPDATE {SCHEMA}.sessions SET state_json = ?, stats_json = ?, last_narration = ?, "
                 "choices_json = ?, turns = turns + 1, updated_at = ? WHERE id = ? AND status = 'active' "
-                "RETURNING id",
-                [json.dumps(state.tree), json.dumps(stats_json(state)), narration,
-                 json.dumps(choices), _now(), session_id]).fetchone()
-        if updated is None:
-            raise SessionEnded(f"session {session_id!r} is not active")
+                "RETURNING turns",
+                [tree, stats, narration, json.dumps(choices), now, session_id]).fetchone()
+            if updated is None:
+                raise SessionEnded(f"session {session_id!r} is not active")
+            self._con.execute(
+                f"INSERT INTO {SCHEMA}.session_scenes ({_SCENE_COLUMNS}, saved_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [session_id, updated[0], moment_id, player_input, tree, stats, narration,
+                 json.dumps(choices), now])
         return self.get(session_id)
 
     def end(self, session_id: str, owner: str | None = None) -> SessionRecord:

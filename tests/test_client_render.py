@@ -308,3 +308,10 @@ def test_cli_argument_errors_exit_2():
     bad_address = subprocess.run([str(NARRATORIA), "status"], capture_output=True, text=True,
                                  env={**os.environ, "NARRATORIA_ADDRESS": "nonsense"}, timeout=60)
     assert bad_address.returncode == 2 and "neither unix:PATH nor HOST:PORT" in bad_address.stderr
+
+
+def test_npc_knowledge_shows_in_verbose_mode_only():
+    event = pb.TurnEvent(turn_id="t", seq=2, knowledge=pb.NpcKnowledge(npcs=[pb.NpcContext(
+        npc_id="mara", name="Mara", facts=["The ferry leaves at dawn."], memories=["a", "b"])]))
+    assert TurnRenderer(verbose=True).feed(event) == "  · Mara knows 1 fact(s), 2 memory(ies)\n"
+    assert TurnRenderer().feed(event) == ""

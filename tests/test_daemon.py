@@ -317,6 +317,112 @@ def test_play_auto_and_piped_input(pattern_daemon):
     assert "> I look around" in piped.stdout and "2 turn(s) played" in piped.stdout
 
 
+# ---- NPC knowledge and branching: sessions are takes, scenes are moments
+
+CAST = {"npcs": {"mara": {"name": "Mara"},
+                 "tomas": {"name": "Tomas", "knows": ["The ferry leaves at dawn."]}},
+        "location": "the quay"}
+
+
+def npc_context(events: list[pb.TurnEvent]) -> dict[str, pb.NpcContext]:
+    """The NPC knowledge the turn gave its narrator, by NPC id (its `knowledge` event)."""
+    found = [e.knowledge for e in events if e.WhichOneof("event") == "knowledge"]
+    assert len(found) <= 1
+    return {n.npc_id: n for n in found[0].npcs} if found else {}
+
+
+def known_text(npc: pb.NpcContext) -> str:
+    return " ".join([*npc.facts, *npc.memories])
+
+
+def test_a_secret_told_to_one_npc_is_not_in_another_npcs_context(pattern_daemon):
+    with pattern_daemon.client() as client:
+        session = client.create_session(title="secret", state=CAST)
+        assert json.loads(client.get_state(session.id).state_json) == {"location": "the quay"}
+        first = play(client, session.id, text="I whisper to Mara that the key is under the bell")
+        assert list(npc_context(first)) == ["mara"]  # only whom the input names is present
+        assert kinds(first).index("knowledge") < kinds(first).index("narration")
+
+        second = play(client, session.id, text="I ask Tomas where the key is")
+        tomas = npc_context(second)
+        assert list(tomas) == ["tomas"]  # Mara is absent: her knowledge is not given
+        assert "The ferry leaves at dawn." in tomas["tomas"].facts  # given by the campaign
+        assert "bell" not in known_text(tomas["tomas"])  # he was not there
+
+        third = play(client, session.id, text="I ask Mara and Tomas where the key is")
+        both = npc_context(third)
+        assert set(both) == {"mara", "tomas"}
+        assert "the key is under the bell" in known_text(both["mara"])  # she witnessed it
+        assert "The ferry leaves at dawn." not in known_text(both["mara"])
+        assert done_of(third).turn_number == 3
+
+
+def test_branch_errors_name_what_was_wrong(pattern_daemon):
+    with pattern_daemon.client() as client:
+        with pytest.raises(ClientError) as err:
+            client.branch("nope")
+        assert err.value.code == "NOT_FOUND" and "nope" in err.value.message
+        fresh = client.create_session()
+        with pytest.raises(ClientError) as err:
+            client.branch(fresh.id)
+        assert err.value.code == "INVALID_ARGUMENT" and "no scenes yet" in err.value.message
+        play(client, fresh.id, text="I look around")
+        with pytest.raises(ClientError) as err:
+            client.branch(fresh.id, at_scene=2)
+        assert err.value.code == "INVALID_ARGUMENT" and "at_scene: 2" in err.value.message
+        with pytest.raises(ClientError) as err:
+            client.create_session(state={"npcs": {"mara": {"name": ""}}})
+        assert err.value.code == "INVALID_ARGUMENT" and "npcs.mara.name" in err.value.message
+
+
+def test_cli_session_branch_rewinds_and_both_sessions_play_on(pattern_daemon, tmp_path):
+    def turn(sid: str, text: str) -> list[dict]:
+        proc = cli(pattern_daemon, "turn", "--session", sid, text, "--json")
+        assert proc.returncode == 0, proc.stderr
+        return [json.loads(line) for line in proc.stdout.splitlines()]
+
+    def mara_knows(docs: list[dict]) -> str:
+        found = [d["knowledge"]["npcs"] for d in docs if d["kind"] == "knowledge"]
+        return " ".join(m for n in found[0] if n["npc_id"] == "mara" for m in n["memories"])
+
+    def show(sid: str) -> dict:
+        return json.loads(cli(pattern_daemon, "session", "show", sid, "--json").stdout)["session"]
+
+    state = tmp_path / "cast.json"
+    state.write_text(json.dumps(CAST))
+    trunk = cli(pattern_daemon, "session", "new", "--state", str(state)).stdout.strip()
+    after_one = turn(trunk, "I tell Mara the password is heron")[-1]["done"]["narration"]
+    turn(trunk, "I tell Mara the password is falcon")
+    before = show(trunk)
+
+    proc = cli(pattern_daemon, "session", "branch", "--session", trunk, "--at-scene", "2", "--json")
+    assert proc.returncode == 0, proc.stderr
+    branch = json.loads(proc.stdout)
+    assert branch["id"] != trunk and branch["parent_session_id"] == trunk
+    assert (branch["branched_at_scene"], branch["turns"]) == (2, 1)
+    assert branch["last_narration"] == after_one
+    assert show(trunk) == before  # branching changed nothing in the old session
+
+    # The branch plays scene 2 again: Mara knows scene 1, never the abandoned scene 2.
+    retried = turn(branch["id"], "I tell Mara the password is osprey")
+    assert retried[-1]["done"]["turn_number"] == 2
+    assert "heron" in mara_knows(retried) and "falcon" not in mara_knows(retried)
+    # The old session resumes where it was, and never hears of the branch's scene.
+    resumed = turn(trunk, "I ask Mara what she heard")
+    assert resumed[-1]["done"]["turn_number"] == 3
+    assert "falcon" in mara_knows(resumed) and "osprey" not in mara_knows(resumed)
+
+    # Default: retry the last scene. Human output: the new id on stdout.
+    last = cli(pattern_daemon, "session", "branch", "--session", trunk)
+    assert last.returncode == 0 and "scene 3" in last.stderr
+    assert show(last.stdout.strip())["turns"] == 2 and show(trunk)["turns"] == 3
+    assert "branched from" in cli(pattern_daemon, "session", "show", last.stdout.strip()).stdout
+    bad = cli(pattern_daemon, "session", "branch", "--session", trunk, "--at-scene", "9")
+    assert bad.returncode == 2 and "INVALID_ARGUMENT" in bad.stderr and "at_scene: 9" in bad.stderr
+    missing = cli(pattern_daemon, "session", "branch", "--session", "nope")
+    assert missing.returncode == 1 and "NOT_FOUND" in missing.stderr and "Traceback" not in missing.stderr
+
+
 def test_tcp_needs_the_daemon_token():
     import socket
 

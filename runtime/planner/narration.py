@@ -39,6 +39,7 @@ class NarrationContext:
     outcomes: Sequence[str] = ()                     # tool summaries: "You rolled 9 (2d6)."
     memories: Sequence[str] = ()                     # relevant earlier events
     state: Mapping[str, Any] = field(default_factory=dict)
+    npc_knowledge: Sequence[str] = ()                # per present NPC: "Mara knows: ..." (its own only)
 
 
 def narration_messages(context: NarrationContext) -> list[dict[str, str]]:
@@ -47,6 +48,8 @@ def narration_messages(context: NarrationContext) -> list[dict[str, str]]:
         parts.append(f"Scene: {_clip(context.scene)}")
     if context.memories:
         parts.append("Earlier: " + _clip(" ".join(context.memories)))
+    if context.npc_knowledge:
+        parts.append("Characters (each knows only this): " + _clip(" ".join(context.npc_knowledge)))
     if context.state:
         state = json.dumps(dict(context.state), separators=(",", ":"), default=str)
         parts.append(f"State: {_clip(state)}")

@@ -1,0 +1,193 @@
+"""Sessions as takes, scenes as moments: where the sessions meet the narrative state engine.
+
+Every session is a take of the narrative state engine and every scene (turn) a
+moment; NPCs are engine characters (``npcs.py`` says how a session declares them
+and which are present). The engine lives in the same DuckDB database as the
+sessions and the persistence layer, on the StoreActor's connection.
+
+- Creating a session creates a root take and its scene-0 moment, registers the
+  declared NPCs and logs what the campaign gives each of them at scene 0.
+- Opening scene N creates the scene's moment (a fresh id per attempt, so a turn
+  that dies before it is saved leaves an empty moment, never a clash) and reads,
+  for each NPC the player's input names, ``query_state(npc, moment, take,
+  query=input)``: that NPC's own memories and facts, nothing else.
+- After the turn is saved, each present NPC stores the scene summary as its own
+  memory: it witnessed the scene. Absent NPCs get nothing. The session is saved
+  first: a daemon killed in between loses a witness memory, never leaves one from
+  a turn that did not happen.
+- Branching at scene N creates a take branched at the moment of scene N (it sees
+  what happened strictly before N, never the abandoned timeline: the engine's
+  rule) and a new session as it was after scene N-1, with its own playthrough
+  holding copies of the scene memories of scenes before N. The parent session is
+  untouched and plays on.
+
+Moment sequences are global and increasing (the engine orders moments by one
+sequence for all takes); takes keep sessions apart.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import duckdb
+import msgspec
+
+from .embedding import EmbeddingBackend
+from .npcs import Npc, NpcView, cast_from_json, cast_json, parse_cast, present
+from .sessions import BadScene, SessionRecord, SessionStore
+from .state import SessionState
+from .state.engine import NarrativeStateEngine
+from .state.engine_schema import SCHEMA as ENGINE_SCHEMA
+from .state.models import CharacterState, DuplicateError, EngineConfig
+from .store import PersistenceStore
+
+
+FACT_LIMIT = 5      # per NPC and scene: a small model narrates better from less
+MEMORY_LIMIT = 3
+SCENE_TAG = "scene:"  # a scene memory's tag: "scene:3"
+
+
+@dataclass(frozen=True)
+class OpenScene:
+    """A scene about to be played: its moment and the present NPCs' knowledge."""
+
+    moment_id: str | None           # None: a session older than takes (no NPC knowledge)
+    npcs: tuple[NpcView, ...] = field(default=())
+
+
+def scene_tag(scene: int) -> str:
+    return f"{SCENE_TAG}{scene}"
+
+
+def scene_of(tags: Sequence[str]) -> int | None:
+    for tag in tags:
+        if tag.startswith(SCENE_TAG) and tag[len(SCENE_TAG):].isdigit():
+            return int(tag[len(SCENE_TAG):])
+    return None
+
+
+def view_of(npc: Npc, known: CharacterState) -> NpcView:
+    return NpcView(npc.id, npc.name, tuple(f.content for f in known.facts),
+                   tuple(m.chunk for m in known.memories))
+
+
+class Storyline:
+    """The sessions' side of the narrative state engine, on one shared connection."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, sessions: SessionStore,
+                 store: PersistenceStore, embedder: EmbeddingBackend) -> None:
+        self.sessions = sessions
+        self.store = store
+        # db_path is unused with a shared connection; the embedder is shared too.
+        self.engine = NarrativeStateEngine(
+            EngineConfig(db_path=":shared:", vector_dimensions=embedder.dimensions),
+            connection=con, embedder=embedder)
+        self._cursor = con.cursor()
+        self._moment_lock = threading.Lock()  # sequences are max + 1: one allocator at a time
+
+    def close(self) -> None:
+        self.engine.close()
+        self._cursor.close()
+
+    # -- sessions -----------------------------------------------------------------------
+
+    def create_session(self, owner: str, campaign: str = "", title: str = "",
+                       initial: Mapping[str, Any] | None = None) -> SessionRecord:
+        """A session whose initial state is ``initial`` less its ``npcs`` map, which
+        declares the cast (``npcs.parse_cast``; a bad map raises CastError)."""
+        tree = dict(initial or {})
+        sid = self.sessions.new_id()
+        cast = parse_cast(tree.pop("npcs", None), lineage=sid)
+        state = SessionState(tree)  # checks the tree before anything is written
+        take = self.engine.create_take(notes=f"session {sid}")
+        moment = self._new_moment(sid, 0)
+        for npc in cast:
+            self.engine.register_character(npc.character_id, npc.name, dict(npc.traits),
+                                           dict(npc.voice))
+            for fact in npc.knows:  # given by the campaign, before the first scene
+                fact_id = self.engine.log_fact(fact, "campaign", moment)
+                self.engine.log_knowledge(npc.character_id, fact_id, moment, take)
+        return self.sessions.create(owner, campaign, title, state, session_id=sid, take_id=take,
+                                    cast=cast_json(cast), moment_id=moment)
+
+    def branch(self, session_id: str, owner: str | None, at_scene: int = 0) -> SessionRecord:
+        """A new session retrying ``session_id`` from scene ``at_scene`` (0: its last scene)."""
+        parent = self.sessions.get(session_id, owner)
+        if parent.take_id is None:
+            raise BadScene(f"session {session_id!r} was created before scene history: "
+                           "it cannot be branched")
+        if parent.turns < 1:
+            raise BadScene(f"session {session_id!r} has no scenes yet: play a turn before branching")
+        scene = at_scene or parent.turns
+        if not 1 <= scene <= parent.turns:
+            raise BadScene(f"at_scene: {at_scene} is not between 1 and {parent.turns} "
+                           f"(session {session_id!r} has played {parent.turns} scenes)")
+        moment = self.sessions.scene(parent.id, scene).moment_id
+        if moment is None:
+            raise BadScene(f"session {session_id!r}: scene {scene} has no moment to branch at")
+        take = self.engine.branch(parent.take_id, moment,
+                                  notes=f"retry of session {parent.id} from scene {scene}")
+        child = self.sessions.branch(parent, scene, take, parent.owner)
+        self._copy_scene_memories(parent, child, scene)
+        return child
+
+    def _copy_scene_memories(self, parent: SessionRecord, child: SessionRecord, scene: int) -> None:
+        """The parent's scene memories of scenes before ``scene`` into the child's playthrough."""
+        found = self.store.playthrough(parent.playthrough_id).exact_match(
+            "memory_event", {"actionType": "scene"})
+        earlier = [m for m in found if (n := scene_of(m.semantic_tags)) is not None and n < scene]
+        if earlier:
+            copies = [msgspec.structs.replace(m, id=None, playthrough_id=None) for m in earlier]
+            self.store.playthrough(child.playthrough_id).store_many("memory_event", copies)
+
+    # -- scenes -------------------------------------------------------------------------
+
+    def open_scene(self, session_id: str, scene: int, player_input: str) -> OpenScene:
+        """Scene ``scene``'s moment, and what each NPC the input names knows at it."""
+        session = self.sessions.get(session_id)
+        if session.take_id is None:
+            return OpenScene(None)
+        moment = self._new_moment(session.id, scene)
+        views = tuple(self.knowledge(session, npc, moment, player_input)
+                      for npc in present(cast_from_json(session.cast), player_input))
+        return OpenScene(moment, views)
+
+    def knowledge(self, session: SessionRecord, npc: Npc, moment_id: str,
+                  query: str | None = None) -> NpcView:
+        """What ``npc`` knows at ``moment_id`` in the session's take (its own store only)."""
+        assert session.take_id is not None
+        known = self.engine.query_state(npc.character_id, moment_id, session.take_id, query_text=query,
+                                        fact_limit=FACT_LIMIT, memory_limit=MEMORY_LIMIT,
+                                        include_corpus=False)
+        return view_of(npc, known)
+
+    def save_turn(self, session_id: str, state: SessionState, narration: str, choices: list[str],
+                  player_input: str = "", moment_id: str | None = None,
+                  witnesses: Sequence[str] = (), summary: str = "") -> SessionRecord:
+        """Save the turn, then give each witness (present NPC ids) the scene summary."""
+        saved = self.sessions.save_turn(session_id, state, narration, choices,
+                                        player_input=player_input, moment_id=moment_id)
+        if moment_id is None or saved.take_id is None or not summary.strip():
+            return saved
+        for npc in cast_from_json(saved.cast):
+            if npc.id in witnesses:
+                self.engine.embed_memory(npc.character_id, summary, moment_id, saved.take_id,
+                                         "perceived", tags={"scene": saved.turns, "session": saved.id})
+        return saved
+
+    def _new_moment(self, session_id: str, scene: int) -> str:
+        moment_id = f"{session_id}/scene-{scene}/{uuid.uuid4().hex[:8]}"
+        with self._moment_lock:
+            for _ in range(3):  # another writer on this database could take the sequence
+                seq = self._cursor.execute(
+                    f"SELECT coalesce(max(sequence), 0) + 1 FROM {ENGINE_SCHEMA}.moments").fetchone()[0]
+                try:
+                    return self.engine.create_moment(moment_id, int(seq),
+                                                     label=f"session {session_id} scene {scene}")
+                except DuplicateError:
+                    continue
+        raise DuplicateError(f"could not allocate a moment sequence for session {session_id!r}")
