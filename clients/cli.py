@@ -13,6 +13,7 @@ import asyncio
 import json
 import os
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -175,8 +176,10 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_session_new(args: argparse.Namespace) -> int:
+    initial = _load_state(args.state).tree if args.state else None
     with NarratoriaClient() as client:
-        session = client.create_session(campaign=args.campaign or "", title=args.title or "")
+        session = client.create_session(campaign=args.campaign or "", title=args.title or "",
+                                        state=initial)
     if args.json:
         _print_json(message_to_dict(session))
     else:
@@ -193,6 +196,20 @@ def cmd_session_list(args: argparse.Namespace) -> int:
         print("no sessions" if args.all else "no active sessions (--all shows ended ones)")
     else:
         sys.stdout.write("".join(format_session_line(s) for s in sessions))
+    return 0
+
+
+def cmd_session_branch(args: argparse.Namespace) -> int:
+    """Rewind: a new session retrying --session from scene --at-scene (default: the last)."""
+    with NarratoriaClient() as client:
+        session = client.branch(args.session, at_scene=args.at_scene or 0)
+    if args.json:
+        _print_json(message_to_dict(session))
+    else:
+        print(session.id)
+        print(f"branched from {session.parent_session_id} at scene {session.branched_at_scene}: "
+              f"scene {session.branched_at_scene} is next (the old session is unchanged)",
+              file=sys.stderr)
     return 0
 
 
@@ -429,11 +446,34 @@ def cmd_eval_planner(args: argparse.Namespace) -> int:
     report = asyncio.run(ev.evaluate(cases, planner, available=scripts, progress=progress,
                                      warmup=not args.no_warmup))
     doc = report.to_json()
+    if args.write:
+        _write_eval(Path(args.write), doc, args.dataset, ev.format_report(doc))
     if args.json:
         _print_json(doc)
     else:
         print("\n".join(ev.format_report(doc)))
     return 0
+
+
+EVAL_TARGETS = "valid_rate 1.0, skill_accuracy >= 0.90 (SC-002), p95 < 5 s (SC-001)"
+
+
+def _write_eval(path: Path, doc: dict[str, Any], dataset: str, summary: list[str]) -> None:
+    from .bench import machine
+
+    m = machine()
+    met = (doc["valid_rate"] == 1.0 and (doc["skill_accuracy"] or 0) >= 0.9
+           and doc["p95_ms"] is not None and doc["p95_ms"] < 5000)
+    text = "\n".join([
+        f"\n## eval planner — {datetime.now(UTC).isoformat(timespec='seconds')}\n",
+        f"- command: `{' '.join(['narratoria', *sys.argv[1:]])}`",
+        f"- machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}",
+        f"- dataset: `{dataset}`; targets: {EVAL_TARGETS} — {'met' if met else 'NOT met'}\n",
+        "```", *summary, "```", ""])
+    if not path.exists():
+        path.write_text("# Benchmarks\n")
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(text)
 
 
 # -- parser ------------------------------------------------------------------------------
@@ -507,13 +547,27 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--json", action="store_true")
     status.set_defaults(func=_client_command(cmd_status))
 
-    session = sub.add_parser("session", help="daemon sessions: new, list, show, end")
+    session = sub.add_parser("session", help="daemon sessions: new, list, show, branch, end")
     session_sub = session.add_subparsers(dest="session_command", metavar="ACTION", required=True)
     new = session_sub.add_parser("new", help="create a session and print its id")
     new.add_argument("--campaign", metavar="ID")
     new.add_argument("--title", metavar="T")
+    new.add_argument("--state", metavar="FILE",
+                     help="initial state (JSON object); its \"npcs\" map declares the NPCs: "
+                          "id -> {\"name\", \"traits\", \"voice\", \"knows\": [facts]}")
     new.add_argument("--json", action="store_true")
     new.set_defaults(func=_client_command(cmd_session_new))
+    branch = session_sub.add_parser(
+        "branch", help="rewind: a new session retrying a session from one of its scenes",
+        description="Create a new session as --session was after scene N-1, so that scene N "
+                    "is played again (default: the last scene). NPCs remember only what "
+                    "happened before scene N; the old session is unchanged and can be resumed. "
+                    "Prints the new session's id.")
+    branch.add_argument("--session", required=True, metavar="ID")
+    branch.add_argument("--at-scene", type=_positive_int, metavar="N",
+                        help="the scene to play again (1-based; default: the last one)")
+    branch.add_argument("--json", action="store_true")
+    branch.set_defaults(func=_client_command(cmd_session_branch))
     sls = session_sub.add_parser("list", help="active sessions (--all: ended ones too)")
     sls.add_argument("--all", action="store_true", help="include ended sessions")
     sls.add_argument("--json", action="store_true")
@@ -611,6 +665,7 @@ def build_parser() -> argparse.ArgumentParser:
     ep.add_argument("--no-warmup", action="store_true",
                     help="time the first plan cold too (default: one untimed plan first)")
     ep.add_argument("--json", action="store_true", help="print only the report as JSON")
+    ep.add_argument("--write", metavar="FILE", help="append the report to FILE (BENCHMARKS.md)")
     ep.set_defaults(func=cmd_eval_planner)
     return parser
 

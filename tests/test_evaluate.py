@@ -389,8 +389,9 @@ def test_cli_rejects_a_bad_dataset_before_loading_any_model(tmp_path):
     assert missing.returncode == 2 and "nope.jsonl: cannot read" in missing.stderr
 
 
-def test_cli_runs_the_real_planner_on_three_cases():
-    proc = cli("--dataset", str(DATASET), "--limit", "3", "--json")
+def test_cli_runs_the_real_planner_on_three_cases(tmp_path):
+    out = tmp_path / "BENCH.md"
+    proc = cli("--dataset", str(DATASET), "--limit", "3", "--json", "--write", str(out))
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)  # stdout holds the JSON object and nothing else
     for key in ("n", "valid_rate", "skill_accuracy", "p50_ms", "p95_ms", "per_skill",
@@ -402,3 +403,6 @@ def test_cli_runs_the_real_planner_on_three_cases():
     assert doc["per_skill"][DICE]["support"] == 3  # the first three cases all need dice
     assert doc["planner"] in ("RoutedPlanner", "ModelPlanner")
     assert "[3/3]" in proc.stderr
+    recorded = out.read_text()
+    assert "## eval planner" in recorded and "skill accuracy" in recorded
+    assert "targets: valid_rate 1.0" in recorded and str(DATASET) in recorded
