@@ -204,6 +204,8 @@ class NarratoriaService(rpc.NarratoriaServicer):
             actors=[pb.ActorStatus(name=n, alive=s is not None, restarts=self.d.restarts[n],
                                    pid=int((s or {}).get("pid", 0))) for n, s in by_name.items()],
             model_path=str(planner.get("model", self.d.model_path)),
+            model_file=str(planner.get("loadedFile", "")),
+            model_quantization=str(planner.get("quantization", "")),
             model_loads=int(planner.get("loads", 0)) + self.d.restarts["planner"],
             model_load_seconds=float(planner.get("loadSeconds", 0.0)),
             model_queue_depth=int(planner.get("queueDepth", 0)),

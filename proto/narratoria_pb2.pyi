@@ -312,7 +312,7 @@ class ActorStatus(_message.Message):
     def __init__(self, name: _Optional[str] = ..., alive: _Optional[bool] = ..., restarts: _Optional[int] = ..., pid: _Optional[int] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
-    __slots__ = ("version", "actors", "model_path", "model_loads", "model_load_seconds", "model_queue_depth", "live_skill_processes", "skill_process_limit", "skill_queue_depth", "peak_skill_processes", "sessions", "turns_in_flight", "uptime_s", "data_dir")
+    __slots__ = ("version", "actors", "model_path", "model_loads", "model_load_seconds", "model_queue_depth", "live_skill_processes", "skill_process_limit", "skill_queue_depth", "peak_skill_processes", "sessions", "turns_in_flight", "uptime_s", "data_dir", "model_file", "model_quantization")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     ACTORS_FIELD_NUMBER: _ClassVar[int]
     MODEL_PATH_FIELD_NUMBER: _ClassVar[int]
@@ -327,6 +327,8 @@ class StatusResponse(_message.Message):
     TURNS_IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
     UPTIME_S_FIELD_NUMBER: _ClassVar[int]
     DATA_DIR_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FILE_FIELD_NUMBER: _ClassVar[int]
+    MODEL_QUANTIZATION_FIELD_NUMBER: _ClassVar[int]
     version: str
     actors: _containers.RepeatedCompositeFieldContainer[ActorStatus]
     model_path: str
@@ -341,7 +343,9 @@ class StatusResponse(_message.Message):
     turns_in_flight: int
     uptime_s: float
     data_dir: str
-    def __init__(self, version: _Optional[str] = ..., actors: _Optional[_Iterable[_Union[ActorStatus, _Mapping]]] = ..., model_path: _Optional[str] = ..., model_loads: _Optional[int] = ..., model_load_seconds: _Optional[float] = ..., model_queue_depth: _Optional[int] = ..., live_skill_processes: _Optional[int] = ..., skill_process_limit: _Optional[int] = ..., skill_queue_depth: _Optional[int] = ..., peak_skill_processes: _Optional[int] = ..., sessions: _Optional[int] = ..., turns_in_flight: _Optional[int] = ..., uptime_s: _Optional[float] = ..., data_dir: _Optional[str] = ...) -> None: ...
+    model_file: str
+    model_quantization: str
+    def __init__(self, version: _Optional[str] = ..., actors: _Optional[_Iterable[_Union[ActorStatus, _Mapping]]] = ..., model_path: _Optional[str] = ..., model_loads: _Optional[int] = ..., model_load_seconds: _Optional[float] = ..., model_queue_depth: _Optional[int] = ..., live_skill_processes: _Optional[int] = ..., skill_process_limit: _Optional[int] = ..., skill_queue_depth: _Optional[int] = ..., peak_skill_processes: _Optional[int] = ..., sessions: _Optional[int] = ..., turns_in_flight: _Optional[int] = ..., uptime_s: _Optional[float] = ..., data_dir: _Optional[str] = ..., model_file: _Optional[str] = ..., model_quantization: _Optional[str] = ...) -> None: ...
 
 class PutRequest(_message.Message):
     __slots__ = ("data_type", "record_json")

@@ -290,6 +290,9 @@ def test_cli_sessions_turns_and_json_events(pattern_daemon):
     assert "narratoria daemon" in cli(pattern_daemon, "status").stdout
     status = json.loads(cli(pattern_daemon, "status", "--json").stdout)
     assert status["model_loads"] == 1 and status["skill_process_limit"] >= 1
+    # The shipped Q4_1 model runs as its cached Q8_0 copy, and status says so.
+    assert status["model_quantization"] == "Q8_0 (from Q4_1)"
+    assert status["model_file"].endswith(".Q8_0.gguf") and status["model_path"].endswith("Q4_1.gguf")
     sid = cli(pattern_daemon, "session", "new").stdout.strip()
     proc = cli(pattern_daemon, "turn", "--session", sid, "I roll 2d6 to leap the gap", "--json")
     assert proc.returncode == 0, proc.stderr
