@@ -335,7 +335,7 @@ def format_status(st: pb.StatusResponse) -> str:
              f"data {st.data_dir or '-'}"]
     model = st.model_path or "none"
     if st.model_quantization:
-        model += f" ({st.model_quantization})"
+        model += f" · runs as {st.model_quantization}"
     lines.append(f"model {model} · loaded {st.model_loads}× ({st.model_load_seconds:.1f} s) "
                  f"· queue {st.model_queue_depth}")
     lines.append(f"skill processes {st.live_skill_processes}/{st.skill_process_limit} "
