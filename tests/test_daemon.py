@@ -176,7 +176,7 @@ def test_killing_the_planner_actor_mid_turn_ends_in_a_replan_and_the_daemon_serv
         planner_pid = next(a.pid for a in client.status().actors if a.name == "planner")
         events: list[pb.TurnEvent] = []
         # A risky action: the router hands it to the model (a plain one never wakes it).
-        for event in client.turn(sid, text="I try to climb the crumbling library wall"):
+        for event in client.turn(sid, text="I roll 2d6 to climb the crumbling library wall"):
             events.append(event)
             if event.WhichOneof("event") == "phase" and event.phase.phase == "GENERATING" \
                     and event.phase.attempt == 1:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+import numpy as np
 import pytest
 
 from conftest import BUILTIN_SKILLS
@@ -12,7 +13,7 @@ from narratoria.runtime.planner.base import PlanRequest, PlanShape
 from narratoria.runtime.planner.grammar import explicit_values, plan_schema
 from narratoria.runtime.planner.model import ModelPlanner
 from narratoria.runtime.planner.routed import RoutedPlanner, routed_planner
-from narratoria.runtime.planner.router import SkillRouter
+from narratoria.runtime.planner.router import SkillRouter, fit_logistic
 from narratoria.runtime.skills.discovery import SkillError, load_skill
 from narratoria.runtime.skills.registry import SkillRegistry
 
@@ -125,3 +126,26 @@ def test_warming_fills_the_prompt_cache(registry, scripts):
     assert model.llm.cache is not None and len(model.llm.cache.cache_state) == 0
     routed_planner(model, shared_local()).warm(PlanRequest("warm up", scripts))
     assert len(model.llm.cache.cache_state) == 1
+
+
+def test_the_classifier_is_balanced_and_separates_what_it_was_shown():
+    rng = np.random.default_rng(3)
+    centre = rng.normal(size=16)
+    pos = centre + 0.3 * rng.normal(size=(6, 16))
+    neg = -centre + 0.3 * rng.normal(size=(20, 16))
+    x, y = np.vstack([pos, neg]), np.array([1.0] * 6 + [0.0] * 20)
+    w = fit_logistic(x, y)
+    probabilities = 1 / (1 + np.exp(-(np.hstack([x, np.ones((26, 1))]) @ w)))
+    assert np.all((probabilities >= 0.5) == (y == 1))
+    # How many examples an author wrote of one kind barely moves the boundary: the
+    # classes weigh the same (only the penalty's share changes with the total).
+    thrice = fit_logistic(np.vstack([pos, pos, pos, neg]), np.array([1.0] * 18 + [0.0] * 20))
+    cosine = float(w @ thrice / np.linalg.norm(w) / np.linalg.norm(thrice))
+    assert cosine > 0.999 and abs(w[-1] - thrice[-1]) < 0.1 * abs(w[-1]) + 0.05
+
+
+def test_routes_carry_the_probability_they_were_chosen_by(router, scripts):
+    for text in ("I swing my sword at the orc", "I look around the square"):
+        route = router.route(text, scripts).routes[0]
+        assert 0.0 <= route.probability <= 1.0
+        assert route.chosen == (route.probability >= router.choose_at)
