@@ -35,6 +35,9 @@ def test_only_grounded_distinct_things_are_kept():
     assert grounded_choices(text, story) == ["Talk to the old woman", "Follow the wolf",
                                              "Climb the fallen oak"]
     assert grounded_choices("", story) == []
+    # The player's own words are not things to act on.
+    assert grounded_choices("- Attack the look around\n- Search the wolf\n", "look around. "
+                            "A wolf watches.") == ["Search the wolf"]
 
 
 STORIES = [

@@ -36,6 +36,9 @@ MODEL_LINES = 3
 _TRAILING = {"about", "and", "of", "to", "the", "a", "an", "with", "what", "for", "in", "on",
              "at", "from", "who", "where", "that", "or", "is", "was", "his", "her", "its"}
 
+# A thing is acted on, not an action: "Attack the look around" echoes the player's words.
+_ACTION_WORDS = {w for verb in CHOICE_VERBS for w in verb.lower().split()} | {"around", "away"}
+
 CHOOSER_ROLE = (
     "You suggest what the player of a story can do next: 3 different short actions, one "
     "per line, each about someone or something named in the story.\n"
@@ -97,7 +100,7 @@ def grounded_choices(text: str, story: str) -> list[str]:
         words = thing.split()
         while words and words[-1] in _TRAILING:
             words.pop()
-        if not sep or not words or not set(words) <= named:
+        if not sep or not words or not set(words) <= named or set(words) & _ACTION_WORDS:
             continue
         key = words[-1].removesuffix("s")  # "the old woman" and "the woman" are one option
         if key not in seen:
