@@ -14,6 +14,7 @@ network. Any GGUF works by configuration alone (``model_path``).
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib.util
 import json
 import os
@@ -273,8 +274,9 @@ class ModelPlanner:
         llm.eval(llm.tokenize(b"warm up " * 16, add_bos=True)[:32])
         llm.reset()
 
+    @functools.cached_property
     def quantization(self) -> str:
-        """The loaded file's type, e.g. "Q8_0 (from Q4_1)"."""
+        """The loaded file's type, e.g. "Q8_0 (from Q4_1)" (read once: status asks often)."""
         try:
             loaded, source = file_type(self.loaded_path), file_type(self.model_path)
         except GGUFError:
@@ -293,7 +295,7 @@ class ModelPlanner:
         return {
             "model": str(self.model_path),
             "loadedFile": str(self.loaded_path),
-            "quantization": self.quantization(),
+            "quantization": self.quantization,
             "loads": self.load_count,
             "loadSeconds": round(self.load_seconds, 3),
             "queueDepth": self.lock.waiting,
