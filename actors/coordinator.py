@@ -108,8 +108,8 @@ class _RemoteNarrator:
         async for ref in self.actor.narrate.options(num_returns="streaming").remote(context):
             yield await ref
 
-    async def choices(self, player_input: str, narration: str) -> list[str]:
-        return await self.actor.choices.remote(player_input, narration)
+    async def choices(self, context: NarrationContext, narration: str) -> list[str]:
+        return await self.actor.choices.remote(context, narration)
 
 
 class _RemoteMemory:

@@ -59,10 +59,10 @@ class PlannerActor:
         scripts = tuple(SkillRegistry([Path(r) for r in skill_roots]).scripts())
         return await asyncio.to_thread(routed.warm, PlanRequest("warm up", scripts))
 
-    async def choices(self, player_input: str, narration: str) -> list[str]:
+    async def choices(self, context: NarrationContext, narration: str) -> list[str]:
         cancel = threading.Event()
         try:
-            return await asyncio.to_thread(model_choices, self.planner, player_input, narration,
+            return await asyncio.to_thread(model_choices, self.planner, context, narration,
                                            cancel=cancel)
         except asyncio.CancelledError:
             cancel.set()

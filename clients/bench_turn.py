@@ -62,8 +62,9 @@ def bench_raw(turns: int, progress: bool) -> dict[str, Any]:
             narrative = plan.narrative or ""
         except Exception:  # noqa: BLE001 - a failed plan still costs its tokens
             narrative = ""
-        narration = "".join(planner.narrate(NarrationContext(player_input=text, scene=narrative)))
-        model_choices(planner, text, narration)
+        context = NarrationContext(player_input=text, scene=narrative)
+        narration = "".join(planner.narrate(context)).strip()
+        model_choices(planner, context, narration)
         latencies.append(time.perf_counter() - t0)
         _say(progress, f"raw model: turn {i + 1}/{turns} {latencies[-1]:.2f} s")
     elapsed = time.perf_counter() - started

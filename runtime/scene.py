@@ -50,7 +50,7 @@ SUMMARY_MAX = 400
 class Narrator(Protocol):
     def narrate(self, context: NarrationContext) -> AsyncIterator[str]: ...
 
-    async def choices(self, player_input: str, narration: str) -> list[str]: ...
+    async def choices(self, context: NarrationContext, narration: str) -> list[str]: ...
 
 
 class Memory(Protocol):
@@ -222,6 +222,7 @@ async def run_scene(services: SceneServices, scene: SceneInput, emit: Emit) -> S
     clock.timings["execute"] = sum(a.execution_ms for a in outcome.attempts)
 
     state = scene.state
+    context = NarrationContext(player_input=scene.player_input)
     if outcome.fallback:
         emit("fallback", {"attempts": len(outcome.attempts),
                           "reason": (outcome.attempts[-1].error or outcome.attempts[-1].outcome)
@@ -233,10 +234,11 @@ async def run_scene(services: SceneServices, scene: SceneInput, emit: Emit) -> S
         state = SessionState(outcome.result.aggregatedState, scene.state.stats)
         emit("phase", {"phase": "NARRATING", "attempt": len(outcome.attempts)})
         since = time.monotonic()
-        narration = await _narrate(services.narrator, NarrationContext(
+        context = NarrationContext(
             player_input=scene.player_input, scene=scene.last_narration,
             outcomes=_outcomes(outcome), memories=memories, state=_narratable(state),
-            npc_knowledge=tuple(v.line() for v in scene.npcs)), emit)
+            npc_knowledge=tuple(v.line() for v in scene.npcs))
+        narration = await _narrate(services.narrator, context, emit)
         if not narration.strip():
             narration = success_narration(outcome.plan, outcome.result) if outcome.plan else ""
             emit("narration", {"text": narration})
@@ -244,7 +246,7 @@ async def run_scene(services: SceneServices, scene: SceneInput, emit: Emit) -> S
 
     emit("phase", {"phase": "CHOOSING", "attempt": len(outcome.attempts)})
     since = time.monotonic()
-    choices = _skill_choices(outcome) or await _choose(services.narrator, scene.player_input, narration)
+    choices = _skill_choices(outcome) or await _choose(services.narrator, context, narration)
     clock.add("choices", since)
     emit("choices", {"options": choices})
 
@@ -284,9 +286,9 @@ async def _narrate(narrator: Narrator, context: NarrationContext, emit: Emit) ->
     return "".join(pieces).strip()
 
 
-async def _choose(narrator: Narrator, player_input: str, narration: str) -> list[str]:
+async def _choose(narrator: Narrator, context: NarrationContext, narration: str) -> list[str]:
     try:
-        options = await asyncio.wait_for(narrator.choices(player_input, narration),
+        options = await asyncio.wait_for(narrator.choices(context, narration),
                                          CHOICES_BUDGET_S)
     except asyncio.CancelledError:
         raise

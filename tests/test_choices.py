@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from narratoria.runtime.planner.choices import (
     CHOICE_VERBS,
     FALLBACK_CHOICES,
@@ -9,10 +11,15 @@ from narratoria.runtime.planner.choices import (
     MIN_CHOICES,
     clean_choices,
     fallback_choices,
+    VERB_GROUPS,
     grounded_choices,
+    menu_lines,
     model_choices,
+    story_targets,
 )
-from narratoria.runtime.planner.model import ModelPlanner
+from narratoria.runtime.planner.model import ModelPlanner, chat_tokens
+from narratoria.runtime.planner.narration import NarrationContext, narration_messages
+from narratoria.runtime.planner.pick import Picker, PickError
 
 
 def test_the_models_own_numbering_and_empty_options_are_dropped():
@@ -38,6 +45,27 @@ def test_only_grounded_distinct_things_are_kept():
     # The player's own words are not things to act on.
     assert grounded_choices("- Attack the look around\n- Search the wolf\n", "look around. "
                             "A wolf watches.") == ["Search the wolf"]
+    # Names stand without an article; a verb outside the menu's is no choice.
+    assert grounded_choices("- Talk to Old Tom\n- Dance with the wolf\n- Ask Marco\n",
+                            "Old Tom and the wolf") == ["Talk to Old Tom"]
+
+
+def test_targets_are_the_things_and_names_the_story_speaks_of():
+    story = ("I search the old library for a map. The critical moment came when the strange "
+             "man took the sail using a wooden beam. I'm sure of it. He met Old Tom near the "
+             "North Sea, by the harbour. You feel a chill down your spine.")
+    assert story_targets(story) == ["the old library", "the map", "the strange man", "the sail",
+                                    "the wooden beam", "the harbour", "Old Tom", "North Sea"]
+    assert story_targets("the map. Later the map again, then the well.")[-2:] == [
+        "the map", "the well"]  # named again: it moves to the recent end
+    assert story_targets("Nothing here at all.") == []
+
+
+def test_each_menu_line_uses_a_target_the_others_did_not():
+    lines = menu_lines(["the map", "Marco"], ["the map"], VERB_GROUPS[0])
+    assert lines and all(line.endswith(" Marco\n") for line in lines)
+    # With every target used, any may come back rather than no line at all.
+    assert len(menu_lines(["the map"], ["the map"], ("Take",))) == 1
 
 
 STORIES = [
@@ -52,14 +80,40 @@ STORIES = [
 
 def test_the_model_offers_actions_on_what_the_story_names():
     planner = ModelPlanner(prompt_cache_mb=0)
-    grounded = 0
     for player_input, story in STORIES:
-        options = model_choices(planner, player_input, story)
+        options = model_choices(planner, player_input, story, seed=1)
         assert MIN_CHOICES <= len(options) <= MAX_CHOICES and len(set(options)) == len(options)
-        mine = [o for o in options if o not in FALLBACK_CHOICES]
-        named = f"{player_input} {story}".lower()
-        for option in mine:
-            verb, _, thing = option.partition(" the ")
-            assert verb in CHOICE_VERBS and all(w in named for w in thing.split())
-        grounded += bool(mine)
-    assert grounded >= 2  # the 135M model, held to the grammar, names the scene's things
+        assert not set(options) & set(FALLBACK_CHOICES)  # every story names three things
+        targets = story_targets(f"{player_input}. {story}")
+        for group, option in zip(VERB_GROUPS, options):
+            verb = next(v for v in sorted(group, key=len, reverse=True) if option.startswith(v))
+            assert option[len(verb) + 1:] in targets  # one verb of each kind, on a named target
+        assert len({o.split()[-1] for o in options}) == len(options)  # three different targets
+
+
+def test_a_story_with_nothing_named_gets_the_generic_choices():
+    planner = ModelPlanner(prompt_cache_mb=0)
+    assert model_choices(planner, "I wait", "Nothing happens.") == list(FALLBACK_CHOICES[:3])
+
+
+def test_the_picker_only_writes_candidates_and_reuses_the_narrations_state():
+    planner = ModelPlanner(prompt_cache_mb=0)
+    context = NarrationContext(player_input="I ask the innkeeper about the missing ship")
+    narration = "".join(planner.narrate(context, max_tokens=40)).strip()
+    messages = [*narration_messages(context), {"role": "assistant", "content": narration},
+                {"role": "user", "content": "What next?"}]
+    candidates = ["- Ask the innkeeper\n", "- Look at the ship\n", "- Leave the inn\n"]
+
+    def pick(llm):
+        prompt = chat_tokens(llm, messages)
+        picker = Picker(llm, prompt, seed=3)
+        first = picker.pick(candidates)
+        second = picker.pick([c for c in candidates if c != first])
+        return len(prompt), picker.evaluated, first, second
+
+    prompt_len, evaluated, first, second = planner.exclusive("choices", pick)
+    assert first in candidates and second in candidates and first != second
+    # Only the question (and the lines) were read: the prompt and narration were in the cache.
+    assert evaluated < prompt_len / 3
+    with pytest.raises(PickError, match="no candidates"):
+        planner.exclusive("choices", lambda llm: Picker(llm, [1, 2]).pick([]))

@@ -1,37 +1,48 @@
 """The 3–4 choices offered after a turn's narration (architecture §7.1).
 
-The model writes them under a small grammar: three lines, each ``- <verb> the
-<thing>``, the verb from :data:`CHOICE_VERBS` and the thing one or two words.
-Left free (even under a JSON grammar), SmolLM2-135M copied sentences of the
-narration ("I looked around the market square"); held to a verb and an object it
-writes "Talk to the fisherman", "Look at the lighthouse" in ~0.6 s. An option is
-kept only when its thing is named in the story, so the menu never offers what
-the scene does not hold. A skill's ``ui_event narrative_choice`` wins over the
-model; what the model cannot fill is topped up by :func:`fallback_choices`.
+The model writes them under a grammar built for the turn: each line is ``- <verb>
+<target>``, the verb from :data:`VERB_GROUPS` and the target one of the things and
+people the story names (:func:`story_targets`), so every option is about the scene
+by construction. Left free, SmolLM2-135M copied sentences of the narration; given an
+example it copied the example ("Talk to the guard" where no guard stood). The lines
+draw their verbs from different groups (speak, look, act), so the menu offers
+different kinds of move.
+
+The question is asked as the next message of the narration's own conversation:
+llama.cpp keeps the prompt and narration it just evaluated, so only the question is
+read (~0.4 s for the choices instead of ~0.9 s on 2 cores). A skill's ``ui_event
+narrative_choice`` wins over the model; what the model cannot fill is topped up by
+:func:`fallback_choices`.
 """
 
 from __future__ import annotations
 
-import functools
 import re
 import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .model import ModelPlanner
+from .model import ModelPlanner, chat_tokens
+from .narration import NarrationContext, narration_messages
+from .pick import Picker
 
 if TYPE_CHECKING:
-    from llama_cpp import LlamaGrammar
+    from llama_cpp import Llama
 
 MIN_CHOICES, MAX_CHOICES = 3, 4
 _NUMBERING = re.compile(r"^\s*(?:\d+[.):]|[-*•])\s*")  # the model numbers them; the menu does
 CHOICE_MAX = 48  # characters: a menu line (8 short words), not a paragraph
 
-CHOICE_VERBS = ("Talk to", "Ask", "Ask about", "Look at", "Search", "Follow", "Examine",
-                "Go to", "Leave", "Wait for", "Take", "Open", "Climb", "Listen to", "Hide from",
-                "Help", "Buy", "Read", "Walk to", "Return to", "Watch", "Call to", "Warn",
-                "Attack", "Touch")
-MODEL_LINES = 3
+# One group per line of the model's menu: a way to speak, to look, to act.
+VERB_GROUPS = (
+    ("Talk to", "Ask", "Ask about", "Call to", "Warn", "Help"),
+    ("Look at", "Examine", "Search", "Read", "Listen to", "Watch"),
+    ("Go to", "Follow", "Leave", "Climb", "Take", "Open", "Walk to", "Return to", "Hide from",
+     "Buy", "Attack", "Touch", "Wait for"),
+)
+CHOICE_VERBS = tuple(verb for group in VERB_GROUPS for verb in group)
+MAX_TARGETS = 12  # the most recent things named; older ones have left the scene
+
 # Words a cut-off object trails off into ("Ask the boy about"); dropped from its end.
 _TRAILING = {"about", "and", "of", "to", "the", "a", "an", "with", "what", "for", "in", "on",
              "at", "from", "who", "where", "that", "or", "is", "was", "his", "her", "its"}
@@ -39,12 +50,39 @@ _TRAILING = {"about", "and", "of", "to", "the", "a", "an", "with", "what", "for"
 # A thing is acted on, not an action: "Attack the look around" echoes the player's words.
 _ACTION_WORDS = {w for verb in CHOICE_VERBS for w in verb.lower().split()} | {"around", "away"}
 
-CHOOSER_ROLE = (
-    "You suggest what the player of a story can do next: 3 different short actions, one "
-    "per line, each about someone or something named in the story.\n"
-    "Example story: A guard blocks the bridge. Behind him, a merchant counts coins.\n"
-    "- Talk to the guard\n- Ask the merchant\n- Look at the bridge"
-)
+# After "the"/"a"/"his": what follows is not a thing to act on.
+_NOT_THINGS = _TRAILING | _ACTION_WORDS | {
+    "you", "your", "me", "my", "i", "it", "they", "them", "he", "she", "we", "one", "ones",
+    "way", "time", "moment", "bit", "lot", "few", "sense", "kind", "rest", "end", "side", "top",
+    "middle", "edge", "idea", "thought", "feeling", "truth", "answer", "question", "world",
+    "game", "player", "story", "scene", "thing", "things", "something", "nothing", "same",
+    "other", "last", "first", "next", "means", "mix", "bunch", "day", "night", "back",
+    "presence", "head", "arms", "hands", "hand", "eyes", "eye", "face", "shoulder", "voice",
+    "spine", "breath", "mind", "heart", "own", "very", "only", "most", "more", "such",
+    "chill", "sight", "sights", "turn", "action", "actions", "outcome", "outcomes", "chance",
+    "future", "futures", "past", "life", "dreams", "will", "part", "while", "prime", "group",
+    "when", "got", "get", "would", "could", "should", "can", "may", "must", "be", "been", "do",
+    "did", "have", "had", "has", "not", "no", "so", "too", "just", "even", "still", "also",
+    "then", "than", "there", "here", "now", "all", "any", "each", "every", "both", "many",
+    "much", "which", "whose", "why", "how", "if", "because", "as", "like", "into", "over",
+    "under", "after", "before", "again", "once", "mission", "appearance", "smile", "laughter"}
+# Words that only describe: "the old man" is a thing, "the old" is not.
+_ADJECTIVES = {"old", "young", "little", "small", "big", "large", "tall", "dark", "wooden",
+               "great", "ancient", "missing", "strange", "hooded", "narrow", "main", "high",
+               "red", "black", "white", "golden", "broken", "locked", "secret", "hidden", "rusty",
+               "heavy", "tiny", "huge", "wounded", "sleeping", "silver", "wise", "fallen",
+               "critical", "quiet", "empty", "open", "long", "short", "new", "good", "bad"}
+# Nouns that also name a kind of thing: "the harbour wall", but "the harbour" too.
+_MODIFIERS = {"harbour", "market", "town", "city", "village", "sea", "fishing", "stone",
+              "iron", "inn", "castle", "church", "palace", "forest", "river", "ship", "tavern"}
+_ADJECTIVE_ENDINGS = ("al", "ous", "ful", "ive", "ic", "ish", "less", "ly", "ing", "ed")
+_DETERMINER = re.compile(
+    r"\b(?:the|a|an|his|her|their|its|this|that|some|your)\s+([a-z][a-z'-]+)(?:\s+([a-z][a-z'-]+))?")
+# Capitalised words inside a sentence are a name ("Old Tom", "the North Sea").
+_NAME = re.compile(r"(?<=[a-z,;:] )([A-Z][a-z]{2,}(?: [A-Z][a-z]{2,})*)\b(?!')")
+
+CHOOSER_ASK = ("What can the player do next? Give different short actions, one per line, "
+               "each about someone or something in the story.")
 
 # The generic set of architecture §4.2.1, for when choice generation fails.
 FALLBACK_CHOICES = ("Continue", "Look around", "Wait", "Talk to someone nearby")
@@ -73,45 +111,100 @@ def fallback_choices(existing: Sequence[str] = ()) -> list[str]:
     return chosen
 
 
-@functools.cache
-def choices_grammar() -> LlamaGrammar:
-    from llama_cpp import LlamaGrammar
+def story_targets(story: str) -> list[str]:
+    """The things ("the old man") and names ("Marco") the story speaks of, oldest first."""
+    targets: list[str] = []
 
-    verbs = " | ".join(f'"{verb}"' for verb in CHOICE_VERBS)
-    line = '"- " verb " the " word (" " word)? "\\n"'
-    rules = [f"root ::= {' '.join(['line'] * MODEL_LINES)}", f"line ::= {line}",
-             f"verb ::= {verbs}", "word ::= [a-z] [a-z'-]{1,13}"]
-    return LlamaGrammar.from_string("\n".join(rules), verbose=False)
+    def add(target: str) -> None:
+        if target in targets:
+            targets.remove(target)  # named again: it is recent
+        targets.append(target)
+
+    for match in _DETERMINER.finditer(story):
+        if phrase := _thing(match.group(1), match.group(2)):
+            add(f"the {phrase}")
+    for match in _NAME.finditer(story):
+        if match.group(1).lower() not in _NOT_THINGS:
+            add(match.group(1))
+    return targets[-MAX_TARGETS:]
 
 
-def choice_messages(player_input: str, narration: str) -> list[dict[str, str]]:
-    story = " ".join(narration.split())[-600:]
-    return [{"role": "system", "content": CHOOSER_ROLE},
-            {"role": "user", "content": f"Player did: {player_input}\nStory: {story}"}]
+def _thing(first: str, second: str | None) -> str | None:
+    """The noun phrase a determiner opens, if it is one: "old man", "map", not "strange"."""
+    content = second is not None and second not in _NOT_THINGS and not second.endswith("ly")
+    if first in _NOT_THINGS:
+        return None
+    if first in _ADJECTIVES or first in _MODIFIERS:
+        if content:
+            return f"{first} {second}"
+        return first if first in _MODIFIERS else None
+    return None if first.endswith(_ADJECTIVE_ENDINGS) else first
+
+
+def choice_messages(context: NarrationContext, narration: str) -> list[dict[str, str]]:
+    """The narration's conversation, its reply, and the question (see the module doc)."""
+    return [*narration_messages(context),
+            {"role": "assistant", "content": narration},
+            {"role": "user", "content": CHOOSER_ASK}]
 
 
 def grounded_choices(text: str, story: str) -> list[str]:
-    """The model's lines whose thing is named in ``story``, one per thing."""
+    """The model's lines whose target is named in ``story``, one per target."""
     named = set(re.findall(r"[a-z'-]+", story.lower()))
     seen: set[str] = set()
     out: list[str] = []
     for line in text.splitlines():
-        verb, sep, thing = line.removeprefix("- ").partition(" the ")
-        words = thing.split()
+        verb, target = _split_choice(line.removeprefix("- ").strip())
+        words = target.removeprefix("the ").split()
         while words and words[-1] in _TRAILING:
             words.pop()
-        if not sep or not words or not set(words) <= named or set(words) & _ACTION_WORDS:
+        lowered = {w.lower() for w in words}
+        if not verb or not words or not lowered <= named or lowered & _ACTION_WORDS:
             continue
-        key = words[-1].removesuffix("s")  # "the old woman" and "the woman" are one option
+        key = words[-1].lower().removesuffix("s")  # "the old woman" and "the woman" are one
         if key not in seen:
             seen.add(key)
-            out.append(f"{verb} the {' '.join(words)}")
+            article = "the " if target.startswith("the ") else ""
+            out.append(f"{verb} {article}{' '.join(words)}")
     return out
 
 
-def model_choices(planner: ModelPlanner, player_input: str, narration: str, *,
-                  cancel: threading.Event | None = None, max_tokens: int = 48) -> list[str]:
-    text, _stats = planner.complete(choice_messages(player_input, narration), "choices",
-                                    cancel=cancel, grammar=choices_grammar(),
-                                    temperature=0.7, max_tokens=max_tokens)
-    return fallback_choices(grounded_choices(text, f"{player_input} {narration}"))
+def _split_choice(line: str) -> tuple[str, str]:
+    """("Ask about", "the ship") from "Ask about the ship"; the longest verb wins."""
+    for verb in sorted(CHOICE_VERBS, key=len, reverse=True):
+        if line.startswith(verb + " "):
+            return verb, line[len(verb) + 1:].strip()
+    return "", ""
+
+
+def menu_lines(targets: Sequence[str], used: Sequence[str], group: Sequence[str]) -> list[str]:
+    """The lines the model may write next: a verb of ``group`` on a target not yet used."""
+    free = [t for t in targets if t not in used] or list(targets)
+    return [f"- {verb} {target}\n" for verb in group for target in free]
+
+
+def model_choices(planner: ModelPlanner, context: NarrationContext | str, narration: str, *,
+                  cancel: threading.Event | None = None, seed: int | None = None) -> list[str]:
+    """Choices for the turn ``context`` narrated as ``narration`` (see the module doc)."""
+    if isinstance(context, str):
+        context = NarrationContext(player_input=context)
+    story = f"{context.player_input}. {narration}"
+    targets = story_targets(story)
+    if not targets:
+        return fallback_choices()
+    messages = choice_messages(context, narration)
+
+    def write_menu(llm: Llama) -> list[str]:
+        picker = Picker(llm, chat_tokens(llm, messages), temperature=0.7, seed=seed)
+        lines: list[str] = []
+        used: list[str] = []
+        for group in VERB_GROUPS:
+            if cancel is not None and cancel.is_set():
+                break
+            line = picker.pick(menu_lines(targets, used, group))
+            lines.append(line)
+            used.append(_split_choice(line[2:].strip())[1])
+        return lines
+
+    lines = planner.exclusive("choices", write_menu, cancel=cancel) or []
+    return fallback_choices(grounded_choices("".join(lines), story))

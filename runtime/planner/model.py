@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..plan import Plan, PlanError
 from ..skills.discovery import Skill, SkillError, SkillScript, load_skill
@@ -163,6 +163,7 @@ class ModelThread:
         return self.submit(fn).result()
 
 
+T = TypeVar("T")
 _END = object()
 CACHED_KINDS = frozenset({"plan", "warm"})  # generations whose prompt state is kept
 
@@ -421,9 +422,10 @@ class ModelPlanner:
 
     def stream(self, messages: list[dict[str, str]], kind: str, *,
                cancel: threading.Event | None = None, stats: GenerationStats | None = None,
-               **options: Any) -> Iterator[str]:
+               prefill: str = "", **options: Any) -> Iterator[str]:
         """Stream text pieces under the model lock; the lock is held until the iterator
-        is exhausted or closed, so consume it promptly. ``stats`` is filled in as it runs."""
+        is exhausted or closed, so consume it promptly. ``stats`` is filled in as it runs.
+        With ``prefill`` the reply starts with that text (the first piece includes it)."""
         stats = stats if stats is not None else GenerationStats(kind=kind)
         queued = time.perf_counter()
         if not self.lock.acquire(cancel):
@@ -442,11 +444,16 @@ class ModelPlanner:
             # long planning prompt, a loss for narration and choices, whose prompts
             # change every turn (the restored state would share only the system line).
             cache, llm.cache = llm.cache, (llm.cache if kind in CACHED_KINDS else None)
-            chunks = llm.create_chat_completion(messages, stream=True, **options)
+            if prefill:
+                chunks = llm.create_completion(chat_tokens(llm, messages, prefill), stream=True,
+                                               **options)
+            else:
+                chunks = llm.create_chat_completion(messages, stream=True, **options)
             try:
                 for chunk in chunks:
                     choice = chunk["choices"][0]
-                    if piece := choice["delta"].get("content"):
+                    piece = choice.get("text") if prefill else choice["delta"].get("content")
+                    if piece:
                         pieces.put(piece)
                     if choice.get("finish_reason"):
                         stats.finish_reason = choice["finish_reason"]
@@ -463,6 +470,7 @@ class ModelPlanner:
             while (piece := pieces.get()) is not _END:
                 if not text:
                     stats.first_token_s = time.perf_counter() - started
+                    piece = prefill + piece
                 text.append(piece)
                 stats.pieces += 1
                 yield piece
@@ -476,6 +484,25 @@ class ModelPlanner:
             self.last_stats = stats
             self.lock.release()
 
+    def exclusive(self, kind: str, fn: Callable[[Llama], T], *,
+                  cancel: threading.Event | None = None) -> T | None:
+        """``fn(llm)`` on the model thread under the model lock, for work that drives
+        llama.cpp itself (:mod:`.pick`). None when ``cancel`` was set while queued."""
+        stats = GenerationStats(kind=kind)
+        queued = time.perf_counter()
+        if not self.lock.acquire(cancel):
+            stats.finish_reason = "cancelled"
+            self.last_stats = stats
+            return None
+        started = time.perf_counter()
+        stats.queued_s = started - queued
+        try:
+            return self.thread.call(lambda: fn(self.llm))
+        finally:
+            stats.seconds = time.perf_counter() - started
+            self.last_stats = stats
+            self.lock.release()
+
     def complete(self, messages: list[dict[str, str]], kind: str, *,
                  cancel: threading.Event | None = None,
                  **options: Any) -> tuple[str, GenerationStats]:
@@ -483,6 +510,24 @@ class ModelPlanner:
         stats = GenerationStats(kind=kind)
         text = "".join(self.stream(messages, kind, cancel=cancel, stats=stats, **options))
         return text, stats
+
+
+def chat_tokens(llm: Llama, messages: list[dict[str, str]], prefill: str = "") -> list[int]:
+    """``messages`` as the tokens ``create_chat_completion`` reads (so a state left by one
+    is reused by the other up to where the prompts part), then ``prefill``: the start
+    of the reply, which the model continues."""
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+    template = llm.metadata.get("tokenizer.chat_template")
+    if not template:
+        raise ModelError("the model file has no chat template")
+    eos, bos = llm.token_eos(), llm.token_bos()
+    formatter = Jinja2ChatFormatter(
+        template=template, eos_token=llm._model.token_get_text(eos) if eos != -1 else "",
+        bos_token=llm._model.token_get_text(bos) if bos != -1 else "")
+    result = formatter(messages=messages)
+    tokens = llm.tokenize(result.prompt.encode(), add_bos=not result.added_special, special=True)
+    return tokens + (llm.tokenize(prefill.encode(), add_bos=False) if prefill else [])
 
 
 def salvage_truncated(text: str) -> dict[str, Any] | None:
