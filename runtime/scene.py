@@ -236,7 +236,8 @@ async def run_scene(services: SceneServices, scene: SceneInput, emit: Emit) -> S
         since = time.monotonic()
         context = NarrationContext(
             player_input=scene.player_input, scene=scene.last_narration,
-            outcomes=_outcomes(outcome), memories=memories, state=_narratable(state),
+            outcomes=_outcomes(outcome), memories=_beyond(memories, scene.last_narration),
+            state=_narratable(state),
             npc_knowledge=tuple(v.line() for v in scene.npcs))
         narration = await _narrate(services.narrator, context, emit)
         if not narration.strip():
@@ -261,6 +262,13 @@ async def run_scene(services: SceneServices, scene: SceneInput, emit: Emit) -> S
                   "fallback": outcome.fallback, "timings_ms": timings,
                   "state_json": _json(state.tree), "outcome": outcome.state.value})
     return SceneResult(narration, choices, state, outcome.fallback, timings)
+
+
+def _beyond(memories: list[str], last_narration: str) -> list[str]:
+    """Memories other than the last scene's own summary, which the narrator already has
+    as the scene (read twice it costs ~0.1 s of prompt and is copied, not continued)."""
+    opening = " ".join(last_narration.split())[:60]
+    return [m for m in memories if not opening or opening not in " ".join(m.split())]
 
 
 async def _recall(memory: Memory, scene: SceneInput) -> list[str]:

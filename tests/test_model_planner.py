@@ -352,6 +352,31 @@ def test_narration_streams_pieces(planner, capsys) -> None:
     assert planner.load_count == 1  # every test shared one load
 
 
+def test_narration_is_in_the_second_person_and_ends_at_a_sentence(planner) -> None:
+    from narratoria.runtime.planner.narration import NARRATION_SOFT_TOKENS, _end_at_sentence
+
+    context = NarrationContext("I climb the harbour wall",
+                               outcomes=["You rolled 9 on 2d6: you make it over the wall."])
+    text = "".join(planner.narrate(context))
+    assert text.startswith("You")  # the reply is begun for the model: never "I was standing…"
+    assert not set(text) & set(":*#")  # no "You: …", no "Player action:" echoed, no markup
+    assert planner.last_stats.tokens > 8
+    # Past the soft limit the stream stops at the first sentence end and frees the model.
+    words = iter(["word "] * NARRATION_SOFT_TOKENS + ["ends.", " more", " words."])
+    assert "".join(_end_at_sentence(words)).endswith("ends.")
+    # The scene the narrator continues is the end of the last narration, in whole sentences.
+    from narratoria.runtime.planner.narration import SCENE_BUDGET, _tail, narration_messages
+
+    last = "The gate creaks. " * 10 + "A crow lands on the wall. The guard turns."
+    tail = _tail(last)
+    assert tail.endswith("The guard turns.") and tail.startswith("The gate") and len(tail) <= SCENE_BUDGET
+    assert f"Scene: {tail}" in narration_messages(NarrationContext("I wait", scene=last))[1]["content"]
+    story = [{"role": "user", "content": "Write a very long story about a dragon."}]
+    cut = "".join(_end_at_sentence(planner.stream(story, "test", max_tokens=300), 20))
+    assert cut.rstrip().endswith((".", "!", "?", '"', "'", "…")) and not planner.lock.held
+    assert planner.last_stats.finish_reason == "cancelled"
+
+
 def test_the_model_decodes_on_every_core_unless_told(planner, registry) -> None:
     # llama-cpp-python's default is half the cores; a turn on 2 cores took 11.3 s that way.
     assert planner.llm.n_threads == planner.llm.n_threads_batch == (os.cpu_count() or 1)

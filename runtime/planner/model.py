@@ -223,6 +223,7 @@ class ModelPlanner:
         self.prompt_cache_mb = prompt_cache_mb
         self._skills = skills
         self._skill_cache: dict[Path, tuple[int, Skill]] = {}
+        self._bias_cache: dict[str, dict[int, float]] = {}
         self.lock = FairLock()
         self.thread = ModelThread()
         self.load_count = 0
@@ -411,6 +412,18 @@ class ModelPlanner:
             return None
 
     # --- narration ----------------------------------------------------------
+
+    def token_bias(self, forbidden: str) -> dict[int, float]:
+        """A logit bias keeping out every token that contains a character of ``forbidden``
+        (computed once per set: it reads the whole vocabulary)."""
+        bias = self._bias_cache.get(forbidden)
+        if bias is None:
+            llm = self.llm
+            marks = [char.encode() for char in forbidden]
+            bias = {token: -100.0 for token in range(llm.n_vocab())
+                    if any(mark in llm.detokenize([token]) for mark in marks)}
+            self._bias_cache[forbidden] = bias
+        return bias
 
     def narrate(self, context: NarrationContext, **options: Any) -> Iterator[str]:
         """Narration for one turn, streamed piece by piece (see :mod:`.narration`)."""

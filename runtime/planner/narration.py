@@ -8,6 +8,7 @@ an optional lock, for tools and benchmarks that hold a model of their own.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import nullcontext
@@ -19,7 +20,18 @@ from .model import ModelPlanner
 if TYPE_CHECKING:
     from llama_cpp import Llama
 
-NARRATION_MAX_TOKENS = 150  # 2-3 short paragraphs; each token ~11 ms on 2 cores
+NARRATION_MAX_TOKENS = 170  # a hard stop; each token ~11 ms on 2 cores
+# Past this many pieces the narration ends at the next sentence end, not mid-word
+# at the hard stop: 2-3 short paragraphs.
+NARRATION_SOFT_TOKENS = 110
+_SENTENCE_END = (".", "!", "?", '."', '!"', '?"', ".'", "…")
+# The reply starts with "You": SmolLM2-135M, told to write in the second person,
+# still wrote "I was standing at the edge of the harbour wall" in most turns.
+NARRATION_PREFILL = "You"
+# Prose has no labels or markup: with these characters allowed the model wrote
+# "You: Ah, …", echoed the prompt's "Player action:" and "Scene:", and "**bold**".
+NARRATION_FORBIDDEN = ":*#"
+SCENE_BUDGET = 250  # the end of the last narration: what just happened, not all of it
 CONTEXT_BUDGET = 400  # characters per context part: the model writes better from less
 
 NARRATOR_ROLE = (
@@ -45,7 +57,7 @@ class NarrationContext:
 def narration_messages(context: NarrationContext) -> list[dict[str, str]]:
     parts: list[str] = []
     if context.scene.strip():
-        parts.append(f"Scene: {_clip(context.scene)}")
+        parts.append(f"Scene: {_tail(context.scene)}")
     if context.memories:
         parts.append("Earlier: " + _clip(" ".join(context.memories)))
     if context.npc_knowledge:
@@ -76,8 +88,24 @@ def stream_narration(source: ModelPlanner | Llama, context: NarrationContext | s
     options: dict[str, Any] = {"max_tokens": max_tokens, "temperature": temperature,
                                "top_p": 0.9, "repeat_penalty": 1.15}
     if isinstance(source, ModelPlanner):  # its FIFO lock and its stats
-        return source.stream(messages, "narration", cancel=cancel, **options)
+        options["logit_bias"] = source.token_bias(NARRATION_FORBIDDEN)
+        return _end_at_sentence(source.stream(messages, "narration", cancel=cancel,
+                                              prefill=NARRATION_PREFILL, **options))
     return _stream_llm(source, messages, lock, cancel, options)
+
+
+def _end_at_sentence(pieces: Iterator[str], soft_limit: int = NARRATION_SOFT_TOKENS) -> Iterator[str]:
+    """``pieces`` until the first sentence end after ``soft_limit`` of them; closing the
+    source there stops the model."""
+    try:
+        for count, piece in enumerate(pieces, start=1):
+            yield piece
+            if count >= soft_limit and piece.rstrip().endswith(_SENTENCE_END):
+                return
+    finally:
+        close = getattr(pieces, "close", None)
+        if close is not None:
+            close()
 
 
 def _stream_llm(llm: Llama, messages: list[dict[str, str]], lock: ContextManager[Any] | None,
@@ -98,3 +126,13 @@ def _stream_llm(llm: Llama, messages: list[dict[str, str]], lock: ContextManager
 def _clip(text: str, budget: int = CONTEXT_BUDGET) -> str:
     text = text.strip()
     return text if len(text) <= budget else text[:budget - 1].rstrip() + "…"
+
+
+def _tail(text: str, budget: int = SCENE_BUDGET) -> str:
+    """The last whole sentences of ``text`` that fit ``budget`` characters."""
+    text = " ".join(text.split())
+    if len(text) <= budget:
+        return text
+    cut = text[-budget:]
+    starts = [m.end() for m in re.finditer(r"[.!?…][\"']?\s+", cut)]
+    return cut[starts[0]:] if starts and starts[0] < len(cut) else "…" + cut.lstrip()
