@@ -101,14 +101,27 @@ class _RemoteExecutor:
 
 
 class _RemoteNarrator:
+    """One turn's narrator. The planner writes the choices right after the narration,
+    while it still holds the model and the narration's KV state (asked separately,
+    another session's narration queued in between would make it read everything
+    again); ``choices`` hands them over, or asks when there are none."""
+
     def __init__(self, actor: Any) -> None:
         self.actor = actor
+        self._menu: tuple[NarrationContext, list[str]] | None = None
 
     async def narrate(self, context: NarrationContext) -> AsyncIterator[str]:
-        async for ref in self.actor.narrate.options(num_returns="streaming").remote(context):
-            yield await ref
+        stream = self.actor.narrate.options(num_returns="streaming").remote(context, True)
+        async for ref in stream:
+            item = await ref
+            if isinstance(item, list):
+                self._menu = (context, item)
+            else:
+                yield item
 
     async def choices(self, context: NarrationContext, narration: str) -> list[str]:
+        if self._menu is not None and self._menu[0] is context:
+            return self._menu[1]
         return await self.actor.choices.remote(context, narration)
 
 

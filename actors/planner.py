@@ -18,7 +18,7 @@ import ray
 
 from narratoria.runtime.plan import Plan
 from narratoria.runtime.planner.base import PlanRequest
-from narratoria.runtime.planner.choices import model_choices
+from narratoria.runtime.planner.choices import model_choices, write_choices
 from narratoria.runtime.planner.model import ModelPlanner
 from narratoria.runtime.planner.narration import NarrationContext, stream_narration
 from narratoria.runtime.planner.routed import RoutedPlanner, routed_planner
@@ -68,15 +68,23 @@ class PlannerActor:
             cancel.set()
             raise
 
-    async def narrate(self, context: NarrationContext) -> AsyncIterator[str]:
-        """Narration pieces as the model makes them (a Ray streaming generator)."""
+    async def narrate(self, context: NarrationContext,
+                      with_choices: bool = False) -> AsyncIterator[str | list[str]]:
+        """Narration pieces as the model makes them (a Ray streaming generator). With
+        ``with_choices`` the turn's choices follow as a last item, a list, written
+        before the model is let go (see ModelPlanner.stream's ``then``)."""
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[Any] = asyncio.Queue()
         cancel = threading.Event()
+        menu: list[list[str]] = []
+
+        def choose(llm: Any, narration: str) -> None:
+            menu.append(write_choices(llm, context, narration.strip(), cancel=cancel))
 
         def produce() -> None:
             try:
-                for piece in stream_narration(self.planner, context, cancel=cancel):
+                for piece in stream_narration(self.planner, context, cancel=cancel,
+                                              then=choose if with_choices else None):
                     loop.call_soon_threadsafe(queue.put_nowait, piece)
             except BaseException as exc:  # noqa: BLE001 - handed to the consumer
                 loop.call_soon_threadsafe(queue.put_nowait, exc)
@@ -100,6 +108,8 @@ class PlannerActor:
                 text = "".join(i for i in items if isinstance(i, str))
                 if text:
                     yield text
+            if menu:
+                yield menu[0]
         finally:
             cancel.set()  # the consumer left early: free the model
             await asyncio.shield(worker)

@@ -353,7 +353,7 @@ def test_narration_streams_pieces(planner, capsys) -> None:
 
 
 def test_narration_is_in_the_second_person_and_ends_at_a_sentence(planner) -> None:
-    from narratoria.runtime.planner.narration import NARRATION_SOFT_TOKENS, _end_at_sentence
+    from narratoria.runtime.planner.narration import sentence_end_after
 
     context = NarrationContext("I climb the harbour wall",
                                outcomes=["You rolled 9 on 2d6: you make it over the wall."])
@@ -361,9 +361,9 @@ def test_narration_is_in_the_second_person_and_ends_at_a_sentence(planner) -> No
     assert text.startswith("You")  # the reply is begun for the model: never "I was standing…"
     assert not set(text) & set(":*#")  # no "You: …", no "Player action:" echoed, no markup
     assert planner.last_stats.tokens > 8
-    # Past the soft limit the stream stops at the first sentence end and frees the model.
-    words = iter(["word "] * NARRATION_SOFT_TOKENS + ["ends.", " more", " words."])
-    assert "".join(_end_at_sentence(words)).endswith("ends.")
+    # Past the soft limit the generation stops at the first sentence end.
+    stop = sentence_end_after(20)
+    assert not stop(19, "end.") and not stop(20, " word") and stop(20, " end.") and stop(30, '!"')
     # The scene the narrator continues is the end of the last narration, in whole sentences.
     from narratoria.runtime.planner.narration import SCENE_BUDGET, _tail, narration_messages
 
@@ -372,9 +372,42 @@ def test_narration_is_in_the_second_person_and_ends_at_a_sentence(planner) -> No
     assert tail.endswith("The guard turns.") and tail.startswith("The gate") and len(tail) <= SCENE_BUDGET
     assert f"Scene: {tail}" in narration_messages(NarrationContext("I wait", scene=last))[1]["content"]
     story = [{"role": "user", "content": "Write a very long story about a dragon."}]
-    cut = "".join(_end_at_sentence(planner.stream(story, "test", max_tokens=300), 20))
+    cut = "".join(planner.stream(story, "test", max_tokens=300, stop_when=stop))
     assert cut.rstrip().endswith((".", "!", "?", '"', "'", "…")) and not planner.lock.held
-    assert planner.last_stats.finish_reason == "cancelled"
+    assert planner.last_stats.finish_reason == "stop"
+
+
+def test_a_follow_up_runs_before_the_next_caller_gets_the_model(planner) -> None:
+    # Choices continue the narration's conversation: if a queued request got the model
+    # in between, its prompt would replace the narration's KV state.
+    order: list[str] = []
+    seen: list[str] = []
+
+    def follow_up(llm: Any, text: str) -> None:
+        seen.append(text)
+        order.append("follow-up")
+
+    story = [{"role": "user", "content": "Tell me about a lighthouse."}]
+    pieces = planner.stream(story, "test", max_tokens=12, prefill="The", then=follow_up)
+    first = next(pieces)  # the narration holds the model now
+    waiter = threading.Thread(target=lambda: (planner.complete(story, "test", max_tokens=2),
+                                              order.append("next caller")))
+    waiter.start()
+    rest = "".join(pieces)
+    waiter.join()
+    assert order == ["follow-up", "next caller"]
+    assert seen == [first + rest] and first.startswith("The")
+    # A cancelled generation has no follow-up; a failing one does not lose the text.
+    early = planner.stream(story, "test", max_tokens=40, then=follow_up)
+    next(early)
+    early.close()
+    assert len(seen) == 1 and not planner.lock.held
+
+    def broken(llm: Any, text: str) -> None:
+        raise RuntimeError("no menu today")
+
+    assert "".join(planner.stream(story, "test", max_tokens=6, then=broken)).strip()
+    assert not planner.lock.held
 
 
 def test_the_model_decodes_on_every_core_unless_told(planner, registry) -> None:

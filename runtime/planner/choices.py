@@ -183,28 +183,34 @@ def menu_lines(targets: Sequence[str], used: Sequence[str], group: Sequence[str]
     return [f"- {verb} {target}\n" for verb in group for target in free]
 
 
+def write_choices(llm: Llama, context: NarrationContext, narration: str, *,
+                  cancel: threading.Event | None = None, seed: int | None = None) -> list[str]:
+    """The model's menu for the turn, read off ``llm`` directly: the caller holds the
+    model, on its thread (:meth:`~.model.ModelPlanner.exclusive`, or a narration's
+    ``then``, which finds the narration still in the KV state)."""
+    story = f"{context.player_input}. {narration}"
+    targets = story_targets(story)
+    if not targets:
+        return fallback_choices()
+    picker = Picker(llm, chat_tokens(llm, choice_messages(context, narration)),
+                    temperature=0.7, seed=seed)
+    lines: list[str] = []
+    used: list[str] = []
+    for group in VERB_GROUPS:
+        if cancel is not None and cancel.is_set():
+            break
+        line = picker.pick(menu_lines(targets, used, group))
+        lines.append(line)
+        used.append(_split_choice(line[2:].strip())[1])
+    return fallback_choices(grounded_choices("".join(lines), story))
+
+
 def model_choices(planner: ModelPlanner, context: NarrationContext | str, narration: str, *,
                   cancel: threading.Event | None = None, seed: int | None = None) -> list[str]:
     """Choices for the turn ``context`` narrated as ``narration`` (see the module doc)."""
     if isinstance(context, str):
         context = NarrationContext(player_input=context)
-    story = f"{context.player_input}. {narration}"
-    targets = story_targets(story)
-    if not targets:
-        return fallback_choices()
-    messages = choice_messages(context, narration)
-
-    def write_menu(llm: Llama) -> list[str]:
-        picker = Picker(llm, chat_tokens(llm, messages), temperature=0.7, seed=seed)
-        lines: list[str] = []
-        used: list[str] = []
-        for group in VERB_GROUPS:
-            if cancel is not None and cancel.is_set():
-                break
-            line = picker.pick(menu_lines(targets, used, group))
-            lines.append(line)
-            used.append(_split_choice(line[2:].strip())[1])
-        return lines
-
-    lines = planner.exclusive("choices", write_menu, cancel=cancel) or []
-    return fallback_choices(grounded_choices("".join(lines), story))
+    choices = planner.exclusive(
+        "choices", lambda llm: write_choices(llm, context, narration, cancel=cancel, seed=seed),
+        cancel=cancel)
+    return choices or fallback_choices()

@@ -17,6 +17,7 @@ import asyncio
 import functools
 import importlib.util
 import json
+import logging
 import os
 import queue
 import threading
@@ -163,6 +164,7 @@ class ModelThread:
         return self.submit(fn).result()
 
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 _END = object()
 CACHED_KINDS = frozenset({"plan", "warm"})  # generations whose prompt state is kept
@@ -435,10 +437,18 @@ class ModelPlanner:
 
     def stream(self, messages: list[dict[str, str]], kind: str, *,
                cancel: threading.Event | None = None, stats: GenerationStats | None = None,
-               prefill: str = "", **options: Any) -> Iterator[str]:
+               prefill: str = "", stop_when: Callable[[int, str], bool] | None = None,
+               then: Callable[[Llama, str], None] | None = None,
+               **options: Any) -> Iterator[str]:
         """Stream text pieces under the model lock; the lock is held until the iterator
         is exhausted or closed, so consume it promptly. ``stats`` is filled in as it runs.
-        With ``prefill`` the reply starts with that text (the first piece includes it)."""
+
+        With ``prefill`` the reply starts with that text (the first piece includes it).
+        ``stop_when(count, piece)`` ends the generation after a piece. ``then(llm, text)``
+        runs after a generation that was not cancelled, still holding the model, with the
+        whole text: a follow-up that continues the same conversation finds it in the
+        KV state, where another session's turn, queued in between, would have replaced it.
+        """
         stats = stats if stats is not None else GenerationStats(kind=kind)
         queued = time.perf_counter()
         if not self.lock.acquire(cancel):
@@ -453,29 +463,45 @@ class ModelPlanner:
 
         def generate() -> None:
             llm = self.llm
+            written: list[str] = [prefill]
             # Saving a state costs ~0.08 s and restoring one ~0.2 s: worth it for the
             # long planning prompt, a loss for narration and choices, whose prompts
             # change every turn (the restored state would share only the system line).
             cache, llm.cache = llm.cache, (llm.cache if kind in CACHED_KINDS else None)
-            if prefill:
-                chunks = llm.create_completion(chat_tokens(llm, messages, prefill), stream=True,
-                                               **options)
-            else:
-                chunks = llm.create_chat_completion(messages, stream=True, **options)
+            chunks: Iterator[Any] | None = None
             try:
+                if prefill:
+                    chunks = llm.create_completion(chat_tokens(llm, messages, prefill),
+                                                   stream=True, **options)
+                else:
+                    chunks = llm.create_chat_completion(messages, stream=True, **options)
                 for chunk in chunks:
                     choice = chunk["choices"][0]
                     piece = choice.get("text") if prefill else choice["delta"].get("content")
                     if piece:
                         pieces.put(piece)
+                        written.append(piece)
                     if choice.get("finish_reason"):
                         stats.finish_reason = choice["finish_reason"]
                     if leave.is_set() or (cancel is not None and cancel.is_set()):
                         stats.finish_reason = "cancelled"
                         break
+                    if piece and stop_when is not None and stop_when(len(written) - 1, piece):
+                        stats.finish_reason = "stop"
+                        break
+            except BaseException:
+                pieces.put(_END)
+                raise
             finally:
-                chunks.close()  # stops llama.cpp mid-generation when we leave early
+                if chunks is not None:
+                    chunks.close()  # type: ignore[attr-defined] # stops llama.cpp when we leave early
                 llm.cache = cache  # the generator reads and writes it while it runs
+            try:
+                if then is not None and stats.finish_reason != "cancelled":
+                    then(llm, "".join(written))
+            except Exception:  # noqa: BLE001 - the text stands; the caller falls back
+                log.warning("follow-up of a %s generation failed", kind, exc_info=True)
+            finally:
                 pieces.put(_END)
 
         job = self.thread.submit(generate)

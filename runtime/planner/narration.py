@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ContextManager
@@ -75,11 +75,13 @@ def narration_messages(context: NarrationContext) -> list[dict[str, str]]:
 def stream_narration(source: ModelPlanner | Llama, context: NarrationContext | str, *,
                      max_tokens: int = NARRATION_MAX_TOKENS, temperature: float = 0.7,
                      cancel: threading.Event | None = None,
-                     lock: ContextManager[Any] | None = None) -> Iterator[str]:
+                     lock: ContextManager[Any] | None = None,
+                     then: Callable[[Llama, str], None] | None = None) -> Iterator[str]:
     """Narration pieces as the model generates them.
 
     With a ModelPlanner the planner's FIFO lock is taken on the first ``next()`` and
-    held until the iterator ends or is closed; ``lock`` is only for a bare ``Llama``.
+    held until the iterator ends or is closed (and ``then`` ran: see
+    :meth:`~.model.ModelPlanner.stream`); ``lock`` is only for a bare ``Llama``.
     """
     if isinstance(context, str):
         context = NarrationContext(player_input=context)
@@ -88,24 +90,15 @@ def stream_narration(source: ModelPlanner | Llama, context: NarrationContext | s
     options: dict[str, Any] = {"max_tokens": max_tokens, "temperature": temperature,
                                "top_p": 0.9, "repeat_penalty": 1.15}
     if isinstance(source, ModelPlanner):  # its FIFO lock and its stats
-        options["logit_bias"] = source.token_bias(NARRATION_FORBIDDEN)
-        return _end_at_sentence(source.stream(messages, "narration", cancel=cancel,
-                                              prefill=NARRATION_PREFILL, **options))
+        return source.stream(messages, "narration", cancel=cancel, prefill=NARRATION_PREFILL,
+                             stop_when=sentence_end_after(NARRATION_SOFT_TOKENS), then=then,
+                             logit_bias=source.token_bias(NARRATION_FORBIDDEN), **options)
     return _stream_llm(source, messages, lock, cancel, options)
 
 
-def _end_at_sentence(pieces: Iterator[str], soft_limit: int = NARRATION_SOFT_TOKENS) -> Iterator[str]:
-    """``pieces`` until the first sentence end after ``soft_limit`` of them; closing the
-    source there stops the model."""
-    try:
-        for count, piece in enumerate(pieces, start=1):
-            yield piece
-            if count >= soft_limit and piece.rstrip().endswith(_SENTENCE_END):
-                return
-    finally:
-        close = getattr(pieces, "close", None)
-        if close is not None:
-            close()
+def sentence_end_after(soft_limit: int) -> Callable[[int, str], bool]:
+    """A ``stop_when``: true at the first sentence end once ``soft_limit`` pieces are out."""
+    return lambda count, piece: count >= soft_limit and piece.rstrip().endswith(_SENTENCE_END)
 
 
 def _stream_llm(llm: Llama, messages: list[dict[str, str]], lock: ContextManager[Any] | None,
