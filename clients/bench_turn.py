@@ -1,12 +1,14 @@
 """`narratoria bench turn`: turn latency and throughput through a real daemon.
 
-The baseline, measured in the same run: the same turns (the routed plan — the
-model plans under the grammar only when the router picks a skill —, narration,
-choices) made with llama-cpp-python in this process, one after another — the most
-one model on this machine can do. The
-daemon is then started on a temporary socket and driven by N concurrent clients,
-each in its own session; N = 1 gives the single-player latency, larger N the
-throughput of the shared model against the raw one.
+The baseline, measured in the same run: the same turns made with llama-cpp-python
+in one process, one after another — the most one model on this machine can do.
+Each raw turn does what a daemon turn asks of the model: the routed plan (the model
+plans under the grammar only when the router picks a skill), narration from the
+same prompt (the last scene and the session's scene memories), and the choices.
+It runs in a child process so that its model is gone before the daemon is started
+on a temporary socket and driven by N concurrent clients, each in its own session;
+N = 1 gives the single-player latency, larger N the throughput of the shared model
+against the raw one.
 """
 
 from __future__ import annotations
@@ -37,35 +39,55 @@ def _say(progress: bool, text: str) -> None:
         print(f"  {text}", file=sys.stderr, flush=True)
 
 
-def bench_raw(turns: int, progress: bool) -> dict[str, Any]:
+def bench_raw(turns: int, progress: bool, turns_per_session: int = 4) -> dict[str, Any]:
+    """The raw baseline, in a process of its own: a model left loaded in this one
+    (and its threads) would share the cores with the daemon measured next."""
+    import multiprocessing
+
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        return pool.apply(_raw_turns, (turns, progress, turns_per_session))
+
+
+def _raw_turns(turns: int, progress: bool, turns_per_session: int) -> dict[str, Any]:
     """The same planner path (router, then the model when a skill is needed), narration
     and choices a turn makes, in this process, without the daemon."""
     import asyncio
 
+    from narratoria.runtime.embedding import share_cores_with_llama
     from narratoria.runtime.planner.base import PlanRequest
     from narratoria.runtime.planner.choices import model_choices
     from narratoria.runtime.planner.narration import NarrationContext
     from narratoria.runtime.planner.routed import default_planner
+    from narratoria.runtime.scene import RECALL_LIMIT, _beyond, scene_summary
     from narratoria.runtime.skills.registry import SkillRegistry, builtin_skills_dir
 
+    share_cores_with_llama()  # the daemon's embedder has a process of its own
     routed = default_planner()
     planner = routed.model
     available = tuple(SkillRegistry([builtin_skills_dir()]).scripts())
     routed.warm(PlanRequest("warm up", available))  # as the daemon does before it is ready
     latencies = []
+    summaries: list[str] = []
+    last = ""
     started = time.perf_counter()
     for i in range(turns):
         text = PROMPTS[i % len(PROMPTS)]
         t0 = time.perf_counter()
         try:
-            plan = asyncio.run(routed.generate(PlanRequest(text, available)))
-            narrative = plan.narrative or ""
+            asyncio.run(routed.generate(PlanRequest(text, available)))
         except Exception:  # noqa: BLE001 - a failed plan still costs its tokens
-            narrative = ""
-        context = NarrationContext(player_input=text, scene=narrative)
+            pass
+        # The prompt a daemon turn gives the narrator: the last scene and the session's
+        # recalled scene memories (here the latest RECALL_LIMIT, as a short session's are).
+        context = NarrationContext(player_input=text, scene=last,
+                                   memories=_beyond(summaries[-RECALL_LIMIT:], last))
         narration = "".join(planner.narrate(context)).strip()
         model_choices(planner, context, narration)
         latencies.append(time.perf_counter() - t0)
+        summaries.append(scene_summary(i % turns_per_session + 1, text, narration))
+        last = narration
+        if (i + 1) % turns_per_session == 0:  # the next turns are a new session's
+            summaries, last = [], ""
         _say(progress, f"raw model: turn {i + 1}/{turns} {latencies[-1]:.2f} s")
     elapsed = time.perf_counter() - started
     return {"turns": turns, "p50S": round(statistics.median(latencies), 3),
@@ -146,7 +168,7 @@ def bench_clients(address: str, clients: int, turns_each: int, progress: bool) -
 def run_turn_bench(clients: list[int], turns_each: int = 2, raw_turns: int = 8,
                    progress: bool = True) -> dict[str, Any]:
     _say(progress, f"baseline: {raw_turns} turns straight to llama-cpp-python")
-    raw = bench_raw(raw_turns, progress)
+    raw = bench_raw(raw_turns, progress, turns_each)
     with tempfile.TemporaryDirectory(prefix="nb-", dir="/tmp") as tmp:
         _say(progress, "starting the daemon")
         daemon = _Daemon(Path(tmp))

@@ -435,6 +435,9 @@ def cmd_eval_planner(args: argparse.Namespace) -> int:
     except ev.DatasetError as exc:
         return _fail(str(exc))
     cases = cases[:args.limit] if args.limit else cases
+    from narratoria.runtime.embedding import share_cores_with_llama
+
+    share_cores_with_llama()  # the router's embedder and the model share this process
     try:
         planner = ev.default_planner(args.model, registry)
     except ModelError as exc:

@@ -214,6 +214,21 @@ _local_lock = threading.Lock()
 _local: LocalEmbedding | None = None
 
 
+def share_cores_with_llama() -> None:
+    """Run torch single-threaded in a process that also runs llama.cpp.
+
+    Both use libgomp. Once torch has an OpenMP team, the process manages more
+    threads than there are cores and libgomp stops spinning at barriers: llama.cpp,
+    which passes several barriers a token, decoded at ~65 tokens/s instead of ~120
+    on 2 cores. The daemon keeps the embedder in its own process; a command that
+    hosts both (the raw baseline, the planner eval) calls this first and pays a few
+    ms on its short router queries instead.
+    """
+    import torch
+
+    torch.set_num_threads(1)
+
+
 def shared_local() -> LocalEmbedding:
     """One loaded MiniLM per process: loading costs seconds and ~100 MB."""
     global _local
