@@ -176,7 +176,7 @@ class CoordinatorActor:
         scene = SceneInput(session_id=session_id, playthrough_id=session.playthrough_id,
                            turn_number=session.turns + 1, player_input=player_input,
                            state=session.session_state(), last_narration=session.last_narration,
-                           available=available, npcs=opened.npcs)
+                           available=available, npcs=opened.npcs, facts=opened.facts)
         turn.task = asyncio.create_task(self._run(turn, scene, opened.moment_id))
         return turn.id
 

@@ -73,7 +73,7 @@ _EVENT_FIELDS = {"started": pb.TurnStarted, "phase": pb.PhaseChanged, "plan": pb
                  "tool_started": pb.ToolStarted, "tool_event": pb.ToolOutput,
                  "tool_finished": pb.ToolFinished, "replan": pb.Replan, "fallback": pb.Fallback,
                  "narration": pb.NarrationToken, "choices": pb.Choices, "done": pb.TurnDone,
-                 "knowledge": pb.NpcKnowledge}
+                 "knowledge": pb.NpcKnowledge, "log": pb.LogLine}
 
 
 def turn_event_pb(turn_id: str, event: dict[str, Any]) -> pb.TurnEvent | None:

@@ -199,6 +199,9 @@ class TurnRenderer:
         return "".join(f"  · {n.name} knows {len(n.facts)} fact(s), {len(n.memories)} memory(ies)\n"
                        for n in m.npcs)
 
+    def _log(self, m: pb.LogLine) -> str:
+        return f"  · {m.source or 'turn'} {m.level}: {m.message}\n" if self.verbose else ""
+
     def _plan(self, m: pb.PlanGenerated) -> str:
         if not self.verbose:
             return ""

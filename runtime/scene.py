@@ -28,10 +28,12 @@ import msgspec
 
 from .analytics import AnalyticsLog
 from .executor import ExecutorEvent
+from .grounding import GroundingReport, facts_for_narration, report
 from .npcs import NpcView
 from .plan import ExecutionResult, Plan, ToolError
 from .planner.base import Planner
 from .planner.choices import clean_choices, fallback_choices
+from .planner.context import Fragment
 from .planner.narration import NarrationContext
 from .replan import Executor, ReplanLoop, TurnOutcome, success_narration
 from .skills.discovery import SkillScript
@@ -85,6 +87,8 @@ class SceneInput:
     available: tuple[SkillScript, ...] = ()
     # What each NPC the input names knows (storyline.open_scene): its own view only.
     npcs: tuple[NpcView, ...] = ()
+    # The campaign's lore nearest the input (storyline.open_scene), for grounding.
+    facts: tuple[Fragment, ...] = ()
 
 
 @dataclass
@@ -234,7 +238,9 @@ async def run_scene(services: SceneServices, scene: SceneInput, emit: Emit) -> S
         state = SessionState(outcome.result.aggregatedState, scene.state.stats)
         emit("phase", {"phase": "NARRATING", "attempt": len(outcome.attempts)})
         since = time.monotonic()
+        facts = facts_for_narration(scene.facts) if scene.facts else None
         context = NarrationContext(
+            facts=facts.text if facts else "",
             player_input=scene.player_input, scene=scene.last_narration,
             outcomes=_outcomes(outcome), memories=_beyond(memories, scene.last_narration),
             state=_narratable(state),
@@ -244,6 +250,8 @@ async def run_scene(services: SceneServices, scene: SceneInput, emit: Emit) -> S
             narration = success_narration(outcome.plan, outcome.result) if outcome.plan else ""
             emit("narration", {"text": narration})
         clock.add("narrate", since)
+        if facts is not None:
+            _log_grounding(emit, scene, report(narration, facts.kept))
 
     emit("phase", {"phase": "CHOOSING", "attempt": len(outcome.attempts)})
     since = time.monotonic()
@@ -262,6 +270,14 @@ async def run_scene(services: SceneServices, scene: SceneInput, emit: Emit) -> S
                   "fallback": outcome.fallback, "timings_ms": timings,
                   "state_json": _json(state.tree), "outcome": outcome.state.value})
     return SceneResult(narration, choices, state, outcome.fallback, timings)
+
+
+def _log_grounding(emit: Emit, scene: SceneInput, grounding: GroundingReport) -> None:
+    """What the narration took from the campaign and what it made up, for authors."""
+    for line in grounding.log_events():
+        emit("log", {**line, "source": "narrator"})
+        log.log(logging.DEBUG if line["level"] == "debug" else logging.INFO,
+                "session %s scene %d: %s", scene.session_id, scene.turn_number, line["message"])
 
 
 def _beyond(memories: list[str], last_narration: str) -> list[str]:

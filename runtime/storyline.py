@@ -37,7 +37,9 @@ import duckdb
 import msgspec
 
 from .embedding import EmbeddingBackend
+from .grounding import LORE_LIMIT, lore_scope
 from .npcs import Npc, NpcView, cast_from_json, cast_json, parse_cast, present
+from .planner.context import Fragment
 from .sessions import BadScene, SessionRecord, SessionStore
 from .state import SessionState
 from .state.engine import NarrativeStateEngine
@@ -53,10 +55,12 @@ SCENE_TAG = "scene:"  # a scene memory's tag: "scene:3"
 
 @dataclass(frozen=True)
 class OpenScene:
-    """A scene about to be played: its moment and the present NPCs' knowledge."""
+    """A scene about to be played: its moment, the present NPCs' knowledge and the
+    campaign lore nearest the player's input."""
 
     moment_id: str | None           # None: a session older than takes (no NPC knowledge)
     npcs: tuple[NpcView, ...] = field(default=())
+    facts: tuple[Fragment, ...] = field(default=())
 
 
 def scene_tag(scene: int) -> str:
@@ -149,12 +153,19 @@ class Storyline:
     def open_scene(self, session_id: str, scene: int, player_input: str) -> OpenScene:
         """Scene ``scene``'s moment, and what each NPC the input names knows at it."""
         session = self.sessions.get(session_id)
+        facts = self.lore(session.campaign, player_input) if session.campaign else ()
         if session.take_id is None:
-            return OpenScene(None)
+            return OpenScene(None, facts=facts)
         moment = self._new_moment(session.id, scene)
         views = tuple(self.knowledge(session, npc, moment, player_input)
                       for npc in present(cast_from_json(session.cast), player_input))
-        return OpenScene(moment, views)
+        return OpenScene(moment, views, facts)
+
+    def lore(self, campaign: str, query: str, limit: int = LORE_LIMIT) -> tuple[Fragment, ...]:
+        """The campaign's lore chunks nearest ``query``, as context fragments."""
+        hits = self.store.playthrough(lore_scope(campaign)).semantic_search(
+            query, "lore_chunk", limit)
+        return tuple(Fragment.from_hit(hit) for hit in hits)
 
     def knowledge(self, session: SessionRecord, npc: Npc, moment_id: str,
                   query: str | None = None) -> NpcView:

@@ -31,6 +31,8 @@ NARRATION_PREFILL = "You"
 # Prose has no labels or markup: with these characters allowed the model wrote
 # "You: Ah, …", echoed the prompt's "Player action:" and "Scene:", and "**bold**".
 NARRATION_FORBIDDEN = ":*#"
+FACTS_HEADING = ("Campaign facts (true in this story: use their details as written, "
+                 "never contradict them):")
 SCENE_BUDGET = 250  # the end of the last narration: what just happened, not all of it
 CONTEXT_BUDGET = 400  # characters per context part: the model writes better from less
 
@@ -52,10 +54,14 @@ class NarrationContext:
     memories: Sequence[str] = ()                     # relevant earlier events
     state: Mapping[str, Any] = field(default_factory=dict)
     npc_knowledge: Sequence[str] = ()                # per present NPC: "Mara knows: ..." (its own only)
+    facts: str = ""                                  # campaign facts, assembled (grounding.py)
 
 
 def narration_messages(context: NarrationContext) -> list[dict[str, str]]:
     parts: list[str] = []
+    if context.facts.strip():
+        # Grounding (§6.2.10): the campaign's words win over invention.
+        parts.append(f"{FACTS_HEADING}\n{context.facts.strip()}")
     if context.scene.strip():
         parts.append(f"Scene: {_tail(context.scene)}")
     if context.memories:
