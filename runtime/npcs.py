@@ -48,6 +48,7 @@ class NpcView:
     name: str
     facts: tuple[str, ...] = ()
     memories: tuple[str, ...] = ()
+    perception: float | None = None  # of the player, -100..+100, decayed; None: never met
 
     def line(self) -> str:
         known = [*self.facts, *self.memories]

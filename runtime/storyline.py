@@ -30,7 +30,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import duckdb
@@ -157,9 +157,18 @@ class Storyline:
         if session.take_id is None:
             return OpenScene(None, facts=facts)
         moment = self._new_moment(session.id, scene)
-        views = tuple(self.knowledge(session, npc, moment, player_input)
+        views = tuple(replace(self.knowledge(session, npc, moment, player_input),
+                              perception=self.perception(session, npc))
                       for npc in present(cast_from_json(session.cast), player_input))
         return OpenScene(moment, views, facts)
+
+    def perception(self, session: SessionRecord, npc: Npc) -> float | None:
+        """The NPC's decayed perception of the player (npc-perception's record), if any."""
+        found = self.store.playthrough(session.playthrough_id).get("npc_perception", npc.id)
+        if found is None:
+            return None
+        score = getattr(found, "decayed_score", None)
+        return float(score if score is not None else getattr(found, "perception_score"))
 
     def lore(self, campaign: str, query: str, limit: int = LORE_LIMIT) -> tuple[Fragment, ...]:
         """The campaign's lore chunks nearest ``query``, as context fragments."""

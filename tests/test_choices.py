@@ -117,3 +117,39 @@ def test_the_picker_only_writes_candidates_and_reuses_the_narrations_state():
     assert evaluated < prompt_len / 3
     with pytest.raises(PickError, match="no candidates"):
         planner.exclusive("choices", lambda llm: Picker(llm, [1, 2]).pick([]))
+
+
+def test_perception_and_stats_shape_the_menu():
+    from narratoria.runtime.planner.choices import UNLIKELY, ChoiceRules
+
+    rules = ChoiceRules.of(NarrationContext("I wait", npc_perception={"Mara": -60.0, "Tom": 45.0,
+                                                                      "Ines": 10.0},
+                                            player_stats={"charisma": 5, "stealth": 16}))
+    assert rules.hostile == {"Mara"} and rules.friendly == ("Tom",)
+    assert not rules.allows("- Talk to Mara\n") and not rules.allows("- Help Mara\n")
+    assert rules.allows("- Hide from Mara\n") and rules.allows("- Talk to Tom\n")
+    finished = rules.finish(["Talk to Tom", "Look at the chest", "Hide from Mara"],
+                            ["the chest", "Mara"])
+    assert finished == [f"Talk to Tom {UNLIKELY}", "Look at the chest", "Hide from Mara",
+                        f"Ask Tom for help {UNLIKELY}"]  # room for one extra: four at most
+    calm = ChoiceRules.of(NarrationContext("I wait", player_stats={"stealth": 16}))
+    assert calm.finish(["Look at the chest"], ["the chest"]) == [
+        "Look at the chest", "Pick the lock of the chest"]
+    assert ChoiceRules().finish(["Wait"], ["the chest"]) == ["Wait"]  # no stats, no perception
+
+
+def test_the_model_offers_no_friendly_move_to_a_hostile_npc():
+    from narratoria.runtime.planner.choices import FRIENDLY_VERBS
+
+    planner = ModelPlanner(prompt_cache_mb=0)
+    context = NarrationContext("I ask Mara about the missing ship", npc_perception={"Mara": -70.0,
+                                                                                   "Tom": 60.0})
+    story = ("Mara crosses her arms and glares at you. Behind her, old Tom waves from the pier, "
+             "where a rowing boat bobs beside the lighthouse.")
+    for seed in range(3):
+        options = model_choices(planner, context, story, seed=seed)
+        assert "Ask Tom for help" in options and len(options) <= MAX_CHOICES
+        for option in options:
+            verb = next((v for v in sorted(FRIENDLY_VERBS, key=len, reverse=True)
+                         if option.startswith(v + " ")), None)
+            assert verb is None or not option[len(verb) + 1:].startswith("Mara"), options

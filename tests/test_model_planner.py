@@ -360,7 +360,21 @@ def test_narration_is_in_the_second_person_and_ends_at_a_sentence(planner) -> No
     text = "".join(planner.narrate(context))
     assert text.startswith("You")  # the reply is begun for the model: never "I was standing…"
     assert not set(text) & set(":*#")  # no "You: …", no "Player action:" echoed, no markup
+    paragraphs = [p for p in text.split("\n\n") if p.strip()]
+    assert 1 <= len(paragraphs) <= 3 and "\n" not in text.replace("\n\n", "")
+    if len(text.split()) >= 70:
+        assert len(paragraphs) >= 2, text  # §4.1.1: 2-3 paragraphs
     assert planner.last_stats.tokens > 8
+    # Layout: a paragraph ends after two sentences and 30 words; three at most; the
+    # model's own breaks count while there is room and become spaces after.
+    from narratoria.runtime.planner.narration import paragraphed
+
+    block = [" It is cold.", " The long hall is dark and quiet and very empty tonight."] * 8
+    laid = "".join(paragraphed(iter(["You wait."] + block)))
+    assert laid.count("\n\n") == 2 and laid.startswith("You wait.")
+    assert all(len(p.split()) >= 30 for p in laid.split("\n\n")[:2])
+    mixed = "".join(paragraphed(iter(["You run.\n", "A door.\n\n", "A hall.\n", "A bell.", " End."])))
+    assert mixed == "You run.\n\nA door.\n\nA hall. A bell. End."
     # Past the soft limit the generation stops at the first sentence end.
     stop = sentence_end_after(20)
     assert not stop(19, "end.") and not stop(20, " word") and stop(20, " end.") and stop(30, '!"')

@@ -246,3 +246,31 @@ def test_sessions_from_before_scene_history_play_on_but_cannot_branch(tmp_path):
             world.line.branch("old", "local")
     finally:
         world.close()
+
+
+def test_a_present_npc_comes_with_its_perception_of_the_player(world):
+    from datetime import UTC, datetime
+
+    from narratoria.runtime.store import NpcPerception
+
+    session = world.line.create_session("local", title="moods", initial=CAST)
+    assert world.play(session.id, "I greet Mara").npcs[0].perception is None  # never rated
+    world.store.playthrough(session.playthrough_id).store("npc_perception", NpcPerception(
+        npc_id="mara", perception_score=-55.0, last_interaction=datetime.now(UTC)))
+    opened = world.play(session.id, "I ask Mara and Tomas about the ferry")
+    views = {v.npc_id: v for v in opened.npcs}
+    assert views["mara"].perception is not None and views["mara"].perception < -30
+    assert views["tomas"].perception is None
+    # Another session's record of the same NPC name is not this session's.
+    other = world.line.create_session("local", title="other", initial=CAST)
+    assert world.play(other.id, "I greet Mara").npcs[0].perception is None
+
+
+def test_the_scene_reads_the_players_numeric_stats():
+    from narratoria.runtime.scene import player_stats
+    from narratoria.runtime.state import StatRange
+
+    state = SessionState({"player": {"charisma": 6, "name": "Ada"}, "stats": {"stealth": 17},
+                          "flag": True}, {"player.charisma": StatRange(3, 18)})
+    assert player_stats(state) == {"charisma": 6.0, "stealth": 17.0}
+    assert player_stats(SessionState({})) == {}

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 import threading
+from dataclasses import dataclass
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -83,6 +84,14 @@ _NAME = re.compile(r"(?<=[a-z,;:] )([A-Z][a-z]{2,}(?: [A-Z][a-z]{2,})*)\b(?!')")
 
 CHOOSER_ASK = ("What can the player do next? Give different short actions, one per line, "
                "each about someone or something in the story.")
+
+# §4.2.1's thresholds: perception -100..+100, stats on the usual 3-18 scale.
+HOSTILE_BELOW, FRIENDLY_ABOVE = -30.0, 30.0
+LOW_CHARISMA, HIGH_STEALTH = 8.0, 15.0
+FRIENDLY_VERBS = frozenset({"Talk to", "Ask", "Ask about", "Help", "Call to"})
+SOCIAL_VERBS = frozenset({"Talk to", "Ask", "Ask about", "Call to", "Warn"})
+LOCKABLE = frozenset({"door", "gate", "chest", "cabinet", "lock", "box", "trunk"})
+UNLIKELY = "(unlikely to succeed)"
 
 # The generic set of architecture §4.2.1, for when choice generation fails.
 FALLBACK_CHOICES = ("Continue", "Look around", "Wait", "Talk to someone nearby")
@@ -183,15 +192,59 @@ def menu_lines(targets: Sequence[str], used: Sequence[str], group: Sequence[str]
     return [f"- {verb} {target}\n" for verb in group for target in free]
 
 
+@dataclass(frozen=True)
+class ChoiceRules:
+    """What the player's stats and the NPCs' perception do to the menu (§4.2.1).
+
+    An NPC whose perception of the player is below -30 is offered no friendly move; one
+    above +30 offers a cooperation option. Low charisma (< 8) marks social moves as
+    unlikely to succeed; high stealth (> 15) offers to pick a lock the scene shows.
+    """
+
+    hostile: frozenset[str] = frozenset()
+    friendly: tuple[str, ...] = ()
+    charisma: float | None = None
+    stealth: float | None = None
+
+    @classmethod
+    def of(cls, context: NarrationContext) -> ChoiceRules:
+        attitudes = context.npc_perception
+        stats = context.player_stats
+        return cls(hostile=frozenset(n for n, p in attitudes.items() if p < HOSTILE_BELOW),
+                   friendly=tuple(n for n, p in attitudes.items() if p > FRIENDLY_ABOVE),
+                   charisma=stats.get("charisma"), stealth=stats.get("stealth"))
+
+    def allows(self, line: str) -> bool:
+        verb, target = _split_choice(line.removeprefix("- ").strip())
+        return not (target in self.hostile and verb in FRIENDLY_VERBS)
+
+    def finish(self, options: list[str], targets: Sequence[str]) -> list[str]:
+        """``options`` with the rules' extra option (if there is room) and difficulty marks."""
+        extra: list[str] = [f"Ask {name} for help" for name in self.friendly]
+        if self.stealth is not None and self.stealth > HIGH_STEALTH:
+            extra += [f"Pick the lock of {t}" for t in targets
+                      if t.rsplit(" ", 1)[-1] in LOCKABLE]
+        out = list(options)
+        for option in extra:
+            if len(out) >= MAX_CHOICES:
+                break
+            if option not in out:
+                out.append(option)
+        if self.charisma is not None and self.charisma < LOW_CHARISMA:
+            out = [f"{o} {UNLIKELY}" if _split_choice(o)[0] in SOCIAL_VERBS else o for o in out]
+        return out
+
+
 def write_choices(llm: Llama, context: NarrationContext, narration: str, *,
                   cancel: threading.Event | None = None, seed: int | None = None) -> list[str]:
     """The model's menu for the turn, read off ``llm`` directly: the caller holds the
     model, on its thread (:meth:`~.model.ModelPlanner.exclusive`, or a narration's
     ``then``, which finds the narration still in the KV state)."""
     story = f"{context.player_input}. {narration}"
+    rules = ChoiceRules.of(context)
     targets = story_targets(story)
     if not targets:
-        return fallback_choices()
+        return rules.finish(fallback_choices(), targets)
     picker = Picker(llm, chat_tokens(llm, choice_messages(context, narration)),
                     temperature=0.7, seed=seed)
     lines: list[str] = []
@@ -199,10 +252,13 @@ def write_choices(llm: Llama, context: NarrationContext, narration: str, *,
     for group in VERB_GROUPS:
         if cancel is not None and cancel.is_set():
             break
-        line = picker.pick(menu_lines(targets, used, group))
+        candidates = [c for c in menu_lines(targets, used, group) if rules.allows(c)]
+        if not candidates:
+            continue
+        line = picker.pick(candidates)
         lines.append(line)
         used.append(_split_choice(line[2:].strip())[1])
-    return fallback_choices(grounded_choices("".join(lines), story))
+    return rules.finish(fallback_choices(grounded_choices("".join(lines), story)), targets)
 
 
 def model_choices(planner: ModelPlanner, context: NarrationContext | str, narration: str, *,

@@ -33,6 +33,7 @@ NARRATION_PREFILL = "You"
 NARRATION_FORBIDDEN = ":*#"
 FACTS_HEADING = ("Campaign facts (true in this story: use their details as written, "
                  "never contradict them):")
+PARAGRAPH_SENTENCES, PARAGRAPH_WORDS, MAX_PARAGRAPHS = 2, 30, 3
 SCENE_BUDGET = 250  # the end of the last narration: what just happened, not all of it
 CONTEXT_BUDGET = 400  # characters per context part: the model writes better from less
 
@@ -55,6 +56,10 @@ class NarrationContext:
     state: Mapping[str, Any] = field(default_factory=dict)
     npc_knowledge: Sequence[str] = ()                # per present NPC: "Mara knows: ..." (its own only)
     facts: str = ""                                  # campaign facts, assembled (grounding.py)
+    # For the choices (choices.py): present NPCs' perception of the player by name, and
+    # the player's numeric stats by name ("charisma": 6).
+    npc_perception: Mapping[str, float] = field(default_factory=dict)
+    player_stats: Mapping[str, float] = field(default_factory=dict)
 
 
 def narration_messages(context: NarrationContext) -> list[dict[str, str]]:
@@ -96,10 +101,44 @@ def stream_narration(source: ModelPlanner | Llama, context: NarrationContext | s
     options: dict[str, Any] = {"max_tokens": max_tokens, "temperature": temperature,
                                "top_p": 0.9, "repeat_penalty": 1.15}
     if isinstance(source, ModelPlanner):  # its FIFO lock and its stats
-        return source.stream(messages, "narration", cancel=cancel, prefill=NARRATION_PREFILL,
-                             stop_when=sentence_end_after(NARRATION_SOFT_TOKENS), then=then,
-                             logit_bias=source.token_bias(NARRATION_FORBIDDEN), **options)
+        return paragraphed(source.stream(
+            messages, "narration", cancel=cancel, prefill=NARRATION_PREFILL,
+            stop_when=sentence_end_after(NARRATION_SOFT_TOKENS), then=then,
+            logit_bias=source.token_bias(NARRATION_FORBIDDEN), **options))
     return _stream_llm(source, messages, lock, cancel, options)
+
+
+def paragraphed(pieces: Iterator[str]) -> Iterator[str]:
+    """``pieces`` laid out in at most three paragraphs (§4.1.1: 2-3 paragraphs).
+
+    The 135M model mostly writes one block, or breaks after every sentence. Here a
+    paragraph ends at a sentence end once it holds PARAGRAPH_SENTENCES sentences and
+    PARAGRAPH_WORDS words; the model's own line breaks count as paragraph breaks while
+    fewer than MAX_PARAGRAPHS have begun, and become spaces after. Only the layout
+    changes: the words are the model's (its follow-up reads its own text).
+    """
+    paragraphs, sentences, words, breaking = 1, 0, 0, False
+    try:
+        for piece in pieces:
+            if "\n" in piece:
+                head, _, tail = piece.partition("\n")
+                room = paragraphs < MAX_PARAGRAPHS and (head.strip() or words)
+                piece = head.rstrip() + ("\n\n" if room else " ") + tail.lstrip("\n ")
+                if room:
+                    paragraphs, sentences, words, breaking = paragraphs + 1, 0, 0, False
+            elif breaking and piece.strip():
+                piece = "\n\n" + piece.lstrip()
+                paragraphs, sentences, words, breaking = paragraphs + 1, 0, 0, False
+            words += len(piece.split())
+            if piece.rstrip().endswith(_SENTENCE_END):
+                sentences += 1
+                breaking = (sentences >= PARAGRAPH_SENTENCES and words >= PARAGRAPH_WORDS
+                            and paragraphs < MAX_PARAGRAPHS)
+            yield piece
+    finally:
+        close = getattr(pieces, "close", None)
+        if close is not None:
+            close()  # a consumer that leaves early stops the model
 
 
 def sentence_end_after(soft_limit: int) -> Callable[[int, str], bool]:
