@@ -24,8 +24,9 @@ import ray
 
 from narratoria.runtime.analytics import AnalyticsLog
 from narratoria.runtime.executor import ExecutorEvent
-from narratoria.runtime.plan import ExecutionResult, Plan
+from narratoria.runtime.plan import ExecutionResult, Plan, decode_plan
 from narratoria.runtime.planner.base import PlanRequest
+from narratoria.runtime.planner.fixed import FixedPlanner
 from narratoria.runtime.planner.narration import NarrationContext
 from narratoria.runtime.planner.pattern import PatternPlanner
 from narratoria.runtime.scene import SceneInput, SceneServices, run_scene, scene_summary
@@ -154,15 +155,20 @@ class CoordinatorActor:
         return {"pid": os.getpid(), "turnsInFlight": len(self.active), "turnsDone": self.turns_done}
 
     async def start_turn(self, session_id: str, owner: str | None, text: str | None,
-                         choice: int | None) -> str:
-        """Open a turn and return its id; the turn runs on without the caller."""
+                         choice: int | None, plan_json: str | None = None,
+                         execute_only: bool = False) -> str:
+        """Open a turn and return its id; the turn runs on without the caller. With
+        ``plan_json`` the turn runs that plan instead of planning one."""
         self._forget_old_turns()
+        plan = decode_plan(plan_json, "plan_json") if plan_json is not None else None
         if session_id in self.active:
             raise TurnBusy(f"session {session_id!r} already has a turn in flight")
         session: SessionRecord = await self.store.get_session.remote(session_id, owner)
         if session.status != "active":
             raise SessionEnded(f"session {session_id!r} has ended")
-        player_input = self._input(session, text, choice)
+        player_input = (self._input(session, text, choice)
+                        if plan is None or text is not None or choice is not None
+                        else f"(plan {plan.requestId})")
         turn = _Turn(id=uuid.uuid4().hex[:12], session_id=session_id)
         self.turns[turn.id] = turn
         self.active[session_id] = turn.id  # claimed before the awaits below: one turn at a time
@@ -176,8 +182,9 @@ class CoordinatorActor:
         scene = SceneInput(session_id=session_id, playthrough_id=session.playthrough_id,
                            turn_number=session.turns + 1, player_input=player_input,
                            state=session.session_state(), last_narration=session.last_narration,
-                           available=available, npcs=opened.npcs, facts=opened.facts)
-        turn.task = asyncio.create_task(self._run(turn, scene, opened.moment_id))
+                           available=available, npcs=opened.npcs, facts=opened.facts,
+                           execute_only=execute_only)
+        turn.task = asyncio.create_task(self._run(turn, scene, opened.moment_id, plan))
         return turn.id
 
     async def _open_scene(self, session_id: str, scene: int, player_input: str) -> OpenScene:
@@ -204,7 +211,8 @@ class CoordinatorActor:
             raise BadChoice(f"text: {len(text)} characters; at most 4000")
         return text.strip()
 
-    async def _run(self, turn: _Turn, scene: SceneInput, moment_id: str | None) -> None:
+    async def _run(self, turn: _Turn, scene: SceneInput, moment_id: str | None,
+                   plan: Plan | None = None) -> None:
         async def save_turn(session_id: str, state: SessionState, narration: str,
                             choices: list[str]) -> None:
             # The scene's moment goes into the history (a branch point); the NPCs it
@@ -214,11 +222,14 @@ class CoordinatorActor:
                 [v.npc_id for v in scene.npcs],
                 scene_summary(scene.turn_number, scene.player_input, narration))
 
+        planner: Any = (FixedPlanner(plan) if plan is not None
+                        else PatternPlanner() if self.planner_kind == "pattern"
+                        else _RemotePlanner(self.planner))
         services = SceneServices(
-            planner=PatternPlanner() if self.planner_kind == "pattern" else _RemotePlanner(self.planner),
+            planner=planner,
             executor=_RemoteExecutor(self.supervisor, scene.session_id, scene.playthrough_id),
             narrator=_RemoteNarrator(self.planner), memory=_RemoteMemory(self.store),
-            save_turn=save_turn, fallback_planner=PatternPlanner(),
+            save_turn=save_turn, fallback_planner=None if plan is not None else PatternPlanner(),
             analytics=self.analytics, generation_budget_s=self.generation_budget_s)
         try:
             await run_scene(services, scene, turn.emit)

@@ -165,12 +165,13 @@ class NarratoriaService(rpc.NarratoriaServicer):
         if self.d.draining:
             await context.abort(grpc.StatusCode.UNAVAILABLE, "the daemon is shutting down")
         action = request.WhichOneof("action")
-        if action is None:
+        if action is None and not request.plan_json:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "action: give text or choice")
         turn_id = await _call(context, self.coordinator.start_turn.remote(
             request.session_id, self._owner(context),
             request.text if action == "text" else None,
-            request.choice if action == "choice" else None))
+            request.choice if action == "choice" else None,
+            request.plan_json or None, request.execute_only))
         after, done = 0, False
         while not done:
             # Long-poll: a client that leaves stops this loop; the turn runs on.

@@ -216,17 +216,24 @@ class NarratoriaClient:
     def list_skills(self, session_id: str = "") -> list[pb.SkillInfo]:
         return list(self._call("ListSkills", pb.ListSkillsRequest(session_id=session_id)).skills)
 
-    def turn(self, session_id: str, text: str | None = None,
-             choice: int | None = None) -> Iterator[pb.TurnEvent]:
-        """Play one turn: free ``text`` or a 1-based ``choice``, exactly one of them.
+    def turn(self, session_id: str, text: str | None = None, choice: int | None = None, *,
+             plan_json: str | None = None, execute_only: bool = False) -> Iterator[pb.TurnEvent]:
+        """Play one turn: free ``text`` or a 1-based ``choice``, exactly one of them
+        (optional with ``plan_json``, a plan to run instead of planning one;
+        ``execute_only``: its skills only, no model narration or choices).
 
         Yields events as the daemon streams them. Leaving the loop early cancels the
         stream only: the daemon still completes and stores the turn.
         """
-        if (text is None) == (choice is None):
+        if text is not None and choice is not None or (
+                text is None and choice is None and plan_json is None):
             raise ClientError("INVALID_ARGUMENT", "a turn takes exactly one of text or choice")
-        request = (pb.TurnRequest(session_id=session_id, text=text) if text is not None
-                   else pb.TurnRequest(session_id=session_id, choice=choice))
+        request = pb.TurnRequest(session_id=session_id, plan_json=plan_json or "",
+                                 execute_only=execute_only)
+        if text is not None:
+            request.text = text
+        elif choice is not None:
+            request.choice = choice
         return self._stream_turn(request)
 
     def _stream_turn(self, request: pb.TurnRequest) -> Iterator[pb.TurnEvent]:

@@ -83,14 +83,18 @@ class SessionState(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., state_json: _Optional[str] = ..., stats_json: _Optional[str] = ..., turns: _Optional[int] = ...) -> None: ...
 
 class TurnRequest(_message.Message):
-    __slots__ = ("session_id", "text", "choice")
+    __slots__ = ("session_id", "text", "choice", "plan_json", "execute_only")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
     CHOICE_FIELD_NUMBER: _ClassVar[int]
+    PLAN_JSON_FIELD_NUMBER: _ClassVar[int]
+    EXECUTE_ONLY_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     text: str
     choice: int
-    def __init__(self, session_id: _Optional[str] = ..., text: _Optional[str] = ..., choice: _Optional[int] = ...) -> None: ...
+    plan_json: str
+    execute_only: bool
+    def __init__(self, session_id: _Optional[str] = ..., text: _Optional[str] = ..., choice: _Optional[int] = ..., plan_json: _Optional[str] = ..., execute_only: _Optional[bool] = ...) -> None: ...
 
 class TurnEvent(_message.Message):
     __slots__ = ("turn_id", "seq", "at_ms", "started", "phase", "plan", "tool_started", "tool_event", "tool_finished", "replan", "fallback", "narration", "choices", "done", "knowledge", "log")

@@ -89,6 +89,8 @@ class SceneInput:
     npcs: tuple[NpcView, ...] = ()
     # The campaign's lore nearest the input (storyline.open_scene), for grounding.
     facts: tuple[Fragment, ...] = ()
+    # Skills only: no model narration or choices (a fixed plan loading a skill alone).
+    execute_only: bool = False
 
 
 @dataclass
@@ -187,6 +189,22 @@ def _narratable(state: SessionState) -> dict[str, Any]:
             if k in ("location", "time", "weather") and isinstance(v, (str, int, float))}
 
 
+def player_stats(state: SessionState) -> dict[str, float]:
+    """The numeric stats by their last path segment: declared stats first, then a
+    ``stats`` map at the top of the tree ("player.charisma" and "stats.charisma" both
+    give "charisma")."""
+    found: dict[str, float] = {}
+    paths = [p for p in state.stats if "*" not in p]
+    tree_stats = state.tree.get("stats")
+    if isinstance(tree_stats, dict):
+        paths += [f"stats.{k}" for k in tree_stats]
+    for path in paths:
+        value = state.get(path)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            found.setdefault(path.rsplit(".", 1)[-1].lower(), float(value))
+    return found
+
+
 def scene_summary(turn_number: int, player_input: str, narration: str) -> str:
     story = " ".join(narration.split())
     return f"Turn {turn_number}: {' '.join(player_input.split())}. {story}"[:SUMMARY_MAX]
@@ -233,6 +251,11 @@ async def run_scene(services: SceneServices, scene: SceneInput, emit: Emit) -> S
                           if outcome.attempts else "no attempt"})
         narration = outcome.narration
         emit("narration", {"text": narration})
+    elif scene.execute_only:
+        assert outcome.result is not None and outcome.plan is not None
+        state = SessionState(outcome.result.aggregatedState, scene.state.stats)
+        narration = outcome.plan.narrative or success_narration(outcome.plan, outcome.result)
+        emit("narration", {"text": narration})
     else:
         assert outcome.result is not None
         state = SessionState(outcome.result.aggregatedState, scene.state.stats)
@@ -244,7 +267,9 @@ async def run_scene(services: SceneServices, scene: SceneInput, emit: Emit) -> S
             player_input=scene.player_input, scene=scene.last_narration,
             outcomes=_outcomes(outcome), memories=_beyond(memories, scene.last_narration),
             state=_narratable(state),
-            npc_knowledge=tuple(v.line() for v in scene.npcs))
+            npc_knowledge=tuple(v.line() for v in scene.npcs),
+            npc_perception={v.name: v.perception for v in scene.npcs if v.perception is not None},
+            player_stats=player_stats(state))
         narration = await _narrate(services.narrator, context, emit)
         if not narration.strip():
             narration = success_narration(outcome.plan, outcome.result) if outcome.plan else ""
@@ -255,7 +280,9 @@ async def run_scene(services: SceneServices, scene: SceneInput, emit: Emit) -> S
 
     emit("phase", {"phase": "CHOOSING", "attempt": len(outcome.attempts)})
     since = time.monotonic()
-    choices = _skill_choices(outcome) or await _choose(services.narrator, context, narration)
+    choices = _skill_choices(outcome) or (
+        fallback_choices() if scene.execute_only else
+        await _choose(services.narrator, context, narration))
     clock.add("choices", since)
     emit("choices", {"options": choices})
 

@@ -298,6 +298,7 @@ def test_cli_argument_errors_exit_2():
         ("turn", "--local", "hi", "--choice", "1"): "--local takes TEXT only",
         ("turn", "--local"): "needs the player's TEXT",
         ("turn", "--session", "s", "x", "--state", "f.json"): "--state only apply",
+        ("turn", "--session", "s", "x", "--execute-only"): "applies to a --plan turn",
         ("play", "--turns", "0"): "--turns",
         ("play", "--session", "s", "--campaign", "c"): "--campaign",
     }

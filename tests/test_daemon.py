@@ -452,3 +452,38 @@ def test_tcp_needs_the_daemon_token():
             assert client.status().model_loads == 1
     finally:
         assert d.stop() == 0
+
+
+DICE_PLAN = {"requestId": "dev-plan-1", "narrative": "The dice decide.",
+             "tools": [{"toolId": "roll", "toolPath": "dice-roller/roll-dice",
+                        "input": {"formula": "2d6", "seed": 7, "randomSource": "pseudo"}}]}
+
+
+def test_a_given_plan_runs_in_a_session_without_the_planner(pattern_daemon, tmp_path):
+    with pattern_daemon.client() as client:
+        sid = client.create_session(title="skill dev").id
+        events = list(client.turn(sid, plan_json=json.dumps(DICE_PLAN), execute_only=True))
+        plan = next(e.plan for e in events if e.WhichOneof("event") == "plan")
+        assert plan.planner == "fixed" and json.loads(plan.plan_json)["requestId"] == "dev-plan-1"
+        finished = [e.tool_finished for e in events if e.WhichOneof("event") == "tool_finished"]
+        assert [f.ok for f in finished] == [True]
+        done = done_of(events)
+        assert done.narration == "The dice decide." and not done.fallback
+        assert "NARRATING" not in [e.phase.phase for e in events if e.WhichOneof("event") == "phase"]
+        assert json.loads(done.state_json)["lastRoll"]["total"] >= 2  # the state was saved
+        assert client.resume_session(sid).turns == 1
+
+        # A bad plan is refused before anything runs, naming where it is wrong.
+        with pytest.raises(ClientError) as bad:
+            list(client.turn(sid, plan_json='{"requestId": "x", "tools": [}'))
+        assert bad.value.code == "INVALID_ARGUMENT" and "plan_json" in str(bad.value)
+
+    # The CLI: --plan FILE, with TEXT optional.
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(json.dumps(DICE_PLAN))
+    out = cli(pattern_daemon, "turn", "--session", sid, "--plan", str(plan_file),
+              "--execute-only", "--json")
+    assert out.returncode == 0, out.stderr
+    kinds_seen = [json.loads(line)["kind"] for line in out.stdout.splitlines()]
+    assert kinds_seen[-1] == "done" and "tool_finished" in kinds_seen and "plan" in kinds_seen
+    assert cli(pattern_daemon, "turn", "--session", sid, "--execute-only", "hi").returncode != 0
