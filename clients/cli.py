@@ -25,6 +25,7 @@ from narratoria.runtime.plan import PlanError, load_plan
 from narratoria.runtime.planner import PatternPlanner
 from narratoria.runtime.replan import ReplanLoop
 from narratoria.runtime.skills import SkillRegistry, builtin_skills_dir, user_skills_dir
+from narratoria.runtime.skills import config as skill_config
 from narratoria.runtime.skills.conformance import check_skill
 from narratoria.runtime.endpoint import EndpointError
 from narratoria.runtime.state import SessionState
@@ -238,7 +239,9 @@ def cmd_daemon_turn(args: argparse.Namespace) -> int:
     """One turn of a daemon session, streamed as it happens."""
     with NarratoriaClient() as client:
         renderer = TurnRenderer(verbose=args.verbose)
-        for ev in client.turn(args.session, text=args.text, choice=args.choice):
+        plan_json = _read_plan_json(args.plan) if args.plan else None
+        for ev in client.turn(args.session, text=args.text, choice=args.choice,
+                              plan_json=plan_json, execute_only=args.execute_only):
             text = renderer.feed(ev)  # under --json too: it notes the turn's end
             if args.json:
                 _print_json_line(event_to_dict(ev))
@@ -248,6 +251,13 @@ def cmd_daemon_turn(args: argparse.Namespace) -> int:
     if renderer.done is None:
         return _fail("the turn's stream ended before the turn did", 1)
     return 0
+
+
+def _read_plan_json(path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SystemExit(f"narratoria: --plan {path}: cannot be read: {exc}") from None
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -282,8 +292,13 @@ def cmd_turn(args: argparse.Namespace) -> int:
     if not args.session:
         return _fail("turn needs --session ID (a daemon session; see `narratoria session new`) "
                      "or --local to play without the daemon")
-    if (args.text is None) == (args.choice is None):
+    if args.text is not None and args.choice is not None:
         return _fail("turn takes the player's TEXT or --choice N, exactly one of them")
+    if args.text is None and args.choice is None and not args.plan:
+        return _fail("turn takes the player's TEXT or --choice N, exactly one of them "
+                     "(or only a --plan to run)")
+    if args.execute_only and not args.plan:
+        return _fail("--execute-only applies to a --plan turn")
     if args.choice is not None and args.choice < 1:
         return _fail(f"--choice {args.choice}: choices are numbered from 1")
     return _client_command(cmd_daemon_turn)(args)
@@ -380,6 +395,85 @@ def cmd_skills_check(args: argparse.Namespace) -> int:
                 for f in probe.findings:
                     print(f"      {f.severity}: {f.message}")
     return 0 if all(r.ok for r in reports) else 1
+
+
+def _find_skill(args: argparse.Namespace):
+    registry = SkillRegistry(_roots(args))
+    skill = registry.get(args.skill)
+    if skill is None:
+        known = ", ".join(sorted(registry.skills)) or "none"
+        raise SystemExit(_fail(f"unknown skill {args.skill!r} (known: {known})"))
+    return skill
+
+
+def _assignment(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is not key=value")
+    return key.strip(), value
+
+
+def _show_value(row: dict[str, Any]) -> str:
+    value = row["value"]
+    if row["sensitive"]:
+        return value if value is not None else "(not set)"
+    return "(not set)" if value is None else json.dumps(value, ensure_ascii=False)
+
+
+def cmd_skills_config(args: argparse.Namespace) -> int:
+    skill = _find_skill(args)
+    if args.set or args.unset:
+        try:
+            skill_config.update_config(skill, args.set or [], args.unset or [])
+        except skill_config.ConfigError as exc:
+            for problem in exc.problems:
+                _err(problem)
+            _err(f"nothing saved to {skill_config.config_path(skill)}")
+            return 2
+        if not args.json:
+            print(f"saved {skill_config.config_path(skill)}", file=sys.stderr)
+    view = skill_config.describe(skill)
+    if args.json:
+        _print_json(view)
+        return 0
+    state = "enabled" if view["enabled"] else "disabled"
+    print(f"{skill.name} ({state}) — settings in {view['configPath']}")
+    if not view["fields"]:
+        print("    no settings (no references/config-schema.json properties)")
+    for row in view["fields"]:
+        kind = row["type"]
+        if row["enum"] is not None:
+            kind += " (" + " | ".join(str(o) for o in row["enum"]) + ")"
+        if row["minimum"] is not None or row["maximum"] is not None:
+            low = "" if row["minimum"] is None else row["minimum"]
+            high = "" if row["maximum"] is None else row["maximum"]
+            kind += f" [{low}..{high}]"
+        flags = [row["source"]] + (["required"] if row["required"] else []) \
+            + (["sensitive"] if row["sensitive"] else [])
+        refs = "".join(f" from ${{{v}}}" for v in row["envVars"])
+        print(f"  {row['name']} = {_show_value(row)}{refs}    {kind}, {', '.join(flags)}")
+        if row["description"]:
+            print(f"      {row['description']}")
+    for problem in view["problems"]:
+        print(f"  problem: {problem}")
+    return 0
+
+
+def cmd_skills_enable(args: argparse.Namespace) -> int:
+    skill = _find_skill(args)
+    enabled = args.skills_command == "enable"
+    try:
+        changed = skill_config.set_enabled(skill.name, enabled)
+    except skill_config.ConfigError as exc:
+        return _fail(str(exc))
+    if args.json:
+        _print_json({"skill": skill.name, "enabled": enabled, "changed": changed,
+                     "settingsPath": str(skill_config.settings_path())})
+    else:
+        word = "enabled" if enabled else "disabled"
+        print(f"{skill.name} {word}" + ("" if changed else " (already)")
+              + " — takes effect on the next turn")
+    return 0
 
 
 # -- bench -------------------------------------------------------------------------------
@@ -536,6 +630,10 @@ def build_parser() -> argparse.ArgumentParser:
                       help="pick choice N (1-based) of the session's last choices, instead of TEXT")
     turn.add_argument("-v", "--verbose", action="store_true",
                       help="also show phases, plans, tool starts and logs (daemon turns)")
+    turn.add_argument("--plan", metavar="PLAN.json",
+                      help="run this Plan JSON instead of planning (daemon turns; TEXT optional)")
+    turn.add_argument("--execute-only", action="store_true",
+                      help="with --plan: run the skills only, no model narration or choices")
     turn.add_argument("--local", action="store_true",
                       help="play TEXT in this process (pattern planner + replan loop)")
     local = turn.add_argument_group("--local options")
@@ -624,6 +722,27 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--timeout", type=float, default=10.0, help="per-probe timeout (10 s)")
     check.add_argument("--json", action="store_true")
     check.set_defaults(func=cmd_skills_check)
+    cfg = skills_sub.add_parser(
+        "config", help="show or change a skill's settings (references/config-schema.json)",
+        description="Shows every setting with its value (defaults filled in; secrets masked). "
+                    "--set KEY=VALUE parses VALUE by the field's type, validates the whole "
+                    "config and saves it only if valid. A value may refer to ${VAR}: it is "
+                    "stored as written and read from the environment when the skill runs.")
+    cfg.add_argument("skill", metavar="SKILL")
+    cfg.add_argument("--set", action="append", type=_assignment, metavar="KEY=VALUE",
+                     help="change a setting (repeatable)")
+    cfg.add_argument("--unset", action="append", metavar="KEY",
+                     help="remove a saved setting, back to its default (repeatable)")
+    cfg.add_argument("--json", action="store_true")
+    _add_skill_dirs(cfg)
+    cfg.set_defaults(func=cmd_skills_config)
+    for action, text in (("enable", "offer a skill to the planner again"),
+                         ("disable", "never offer a skill to the planner (persisted)")):
+        toggle = skills_sub.add_parser(action, help=text)
+        toggle.add_argument("skill", metavar="SKILL")
+        toggle.add_argument("--json", action="store_true")
+        _add_skill_dirs(toggle)
+        toggle.set_defaults(func=cmd_skills_enable)
 
     bench = sub.add_parser("bench", help="benchmarks (results can be appended to BENCHMARKS.md)")
     bench_sub = bench.add_subparsers(dest="bench_command", metavar="SUITE", required=True)

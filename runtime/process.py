@@ -8,6 +8,7 @@ no process outlives its invocation.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import sys
@@ -147,8 +148,28 @@ def script_env(script: "SkillScript | None", request_id: str,
         env["NARRATORIA_SKILL"] = script.skill
         env["NARRATORIA_SKILL_DIR"] = str(root)
         env["NARRATORIA_SKILL_DATA_DIR"] = str(root / "data")
+        env.update(_skill_config_env(root))
     env.update(extra)
     return env
+
+
+def _skill_config_env(root: Path) -> dict[str, str]:
+    """The player's settings for the skill at ``root`` (``narratoria skills config``),
+    resolved here — ``${VAR}`` from the daemon's environment, which the skill does not
+    get — as JSON in NARRATORIA_SKILL_CONFIG; a setting that does not resolve is
+    NARRATORIA_SKILL_CONFIG_ERROR instead, for the skill to report."""
+    from .skills import config as skill_config
+    from .skills.discovery import SkillError, load_skill
+
+    try:
+        skill = load_skill(root)
+        if not skill_config.config_path(skill).is_file():
+            return {}
+        return {"NARRATORIA_SKILL_CONFIG": json.dumps(skill_config.resolved_config(skill))}
+    except skill_config.ConfigError as exc:
+        return {"NARRATORIA_SKILL_CONFIG_ERROR": str(exc)}
+    except (OSError, SkillError):
+        return {}
 
 
 def kill_group(pid: int) -> None:

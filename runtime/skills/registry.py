@@ -7,6 +7,7 @@ import os
 import threading
 from pathlib import Path
 
+from .config import disabled_skills, settings_path, settings_stamp
 from .discovery import Discovery, Skill, SkillScript, discover, fingerprint
 
 log = logging.getLogger(__name__)
@@ -31,6 +32,9 @@ class SkillRegistry:
     ``refresh()`` is cheap (a few stat calls per skill) and reloads only when
     something discovery reads has changed, so callers run it before every plan:
     skills added, edited or removed on disk are picked up without a restart.
+    The same goes for the player's disabled-skills list (``skills.json``, see
+    ``config.py``): disabled skills stay in ``skills`` (so they can be listed and
+    configured) but ``scripts()``, what planners are offered, leaves them out.
     """
 
     def __init__(self, roots: list[Path]) -> None:
@@ -38,20 +42,32 @@ class SkillRegistry:
         self._lock = threading.Lock()
         self._fingerprint: tuple | None = None
         self._discovery = Discovery({}, [], {})
+        # The settings file is looked up once: the daemon's environment does not change.
+        self._settings = settings_path()
+        self._settings_stamp: tuple | None = None
+        self.disabled: frozenset[str] = frozenset()
         self.generation = 0
         self.refresh()
 
     def refresh(self) -> bool:
         """Reload if anything changed on disk; True when a reload happened."""
         current = fingerprint(self.roots)
+        stamp = settings_stamp(self._settings)
         with self._lock:
-            if current == self._fingerprint:
+            if current == self._fingerprint and stamp == self._settings_stamp:
                 return False
-            self._discovery = discover(self.roots)
-            self._fingerprint = current
+            if current != self._fingerprint:
+                self._discovery = discover(self.roots)
+                self._fingerprint = current
+                skipped = self._discovery.skipped
+            else:
+                skipped = []
+            if stamp != self._settings_stamp:
+                self.disabled = disabled_skills(self._settings)
+                self._settings_stamp = stamp
             self.generation += 1
-        for skipped in self._discovery.skipped:
-            log.warning("skill skipped: %s", skipped)
+        for skip in skipped:
+            log.warning("skill skipped: %s", skip)
         return True
 
     @property
@@ -65,8 +81,15 @@ class SkillRegistry:
     def get(self, name: str) -> Skill | None:
         return self._discovery.skills.get(name)
 
-    def scripts(self) -> list[SkillScript]:
-        return [s for skill in self.skills.values() for s in skill.scripts.values()]
+    def is_enabled(self, name: str) -> bool:
+        return name not in self.disabled
+
+    def scripts(self, include_disabled: bool = False) -> list[SkillScript]:
+        """The scripts planners may choose: those of enabled skills (all with
+        ``include_disabled``)."""
+        return [s for skill in self.skills.values()
+                if include_disabled or skill.name not in self.disabled
+                for s in skill.scripts.values()]
 
     def resolve(self, tool_path: str) -> SkillScript | None:
         """Find the script a plan's ``toolPath`` names.
