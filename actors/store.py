@@ -119,7 +119,7 @@ class StoreActor:
     def exact_match(self, playthrough_id: str, data_type: str, filters_json: str,
                     limit: int) -> list[str]:
         records = self.store.playthrough(playthrough_id).exact_match(
-            data_type, _doc(filters_json, "filters_json") or None, limit or None)
+            data_type, _doc(filters_json, "filters_json") or None, limit=limit or None)
         return [_json(r) for r in records]
 
     def close(self) -> None:
