@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BUILTIN_SKILLS
+from conftest import BUILTIN_SKILLS, REPO
 from narratoria.runtime.skills import SkillRegistry, load_skill
 from narratoria.runtime.skills.config import (
     MASK,
@@ -262,7 +262,7 @@ def test_disable_and_enable_persist_and_reach_a_running_registry(env, skills, tm
     assert proc.returncode == 0, proc.stderr
     assert "storyteller disabled" in proc.stdout
     settings = tmp_path / "config" / "narratoria" / "skills.json"
-    assert json.loads(settings.read_text()) == {"disabled": ["storyteller"]}
+    assert json.loads(settings.read_text()) == {"disabled": ["storyteller"], "enabled": []}
     assert scripts_offered(registry) == {"dice-roller/roll-dice"}
     assert "storyteller" in registry.skills  # still listed and configurable
     assert {s.ref for s in registry.scripts(include_disabled=True)} == {
@@ -276,10 +276,27 @@ def test_disable_and_enable_persist_and_reach_a_running_registry(env, skills, tm
     assert json.loads(again.stdout)["changed"] is False
     proc = cli(env, "skills", "enable", "storyteller", "--skills-dir", str(skills))
     assert proc.returncode == 0 and "storyteller enabled" in proc.stdout
-    assert json.loads(settings.read_text()) == {"disabled": []}
+    assert json.loads(settings.read_text()) == {"disabled": [], "enabled": ["storyteller"]}
     assert scripts_offered(registry) == {"dice-roller/roll-dice", "storyteller/narrate"}
     missing = cli(env, "skills", "disable", "nope")
     assert missing.returncode == 2 and "unknown skill 'nope'" in missing.stderr
+
+
+def test_a_skill_that_ships_off_is_offered_only_once_enabled(env, skills, tmp_path):
+    skill_md = skills / "storyteller" / "SKILL.md"
+    skill_md.write_text("---\nname: storyteller\ndescription: Rich narration.\nmetadata:\n"
+                        "  x-narratoria:\n    defaultEnabled: false\n---\nWrite well.\n")
+    registry = SkillRegistry([tmp_path / "builtin", skills])
+    assert scripts_offered(registry) == {"dice-roller/roll-dice"}
+    assert json.loads(config_cmd(env, skills, "--json").stdout)["enabled"] is False
+    assert cli(env, "skills", "enable", "storyteller", "--skills-dir", str(skills)).returncode == 0
+    assert scripts_offered(registry) == {"dice-roller/roll-dice", "storyteller/narrate"}
+    assert cli(env, "skills", "disable", "storyteller", "--skills-dir", str(skills)).returncode == 0
+    assert scripts_offered(registry) == {"dice-roller/roll-dice"}
+    # The shipped ones: only the dice are on in a fresh install.
+    fresh = SkillRegistry([REPO / "skills"])
+    assert {s.skill for s in fresh.scripts()} == {"dice-roller"}
+    assert {"memory", "reputation", "npc-perception", "storyteller"} <= set(fresh.skills)
 
 
 def test_the_daemon_supervisor_does_not_offer_a_disabled_skill(env, skills, tmp_path):

@@ -30,7 +30,7 @@ import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from .discovery import Skill
 
@@ -423,7 +423,7 @@ def describe(skill: Skill) -> dict[str, Any]:
         "skill": skill.name,
         "configPath": str(path),
         "builtin": is_builtin(skill),
-        "enabled": is_enabled(skill.name),
+        "enabled": is_enabled(skill),
         "fields": rows,
         "problems": problems,
     }
@@ -431,32 +431,50 @@ def describe(skill: Skill) -> dict[str, Any]:
 
 # -- enabled / disabled --------------------------------------------------------------------------
 
-def disabled_skills(path: Path | None = None) -> frozenset[str]:
-    """Names the player disabled; a broken settings file disables nothing (and says so
-    when the CLI shows it) rather than stopping the daemon."""
+def _switches(path: Path | None, key: str) -> frozenset[str]:
+    """Names listed under ``key`` ("disabled" or "enabled") in the settings file; a
+    broken file lists nothing (the CLI says so) rather than stopping the daemon."""
     try:
         data = read_json_object(path or settings_path())
     except ConfigError:
         return frozenset()
-    names = data.get("disabled")
+    names = data.get(key)
     if not isinstance(names, list):
         return frozenset()
     return frozenset(n for n in names if isinstance(n, str))
 
 
-def is_enabled(name: str) -> bool:
-    return name not in disabled_skills()
+def disabled_skills(path: Path | None = None) -> frozenset[str]:
+    """Names the player disabled."""
+    return _switches(path, "disabled")
+
+
+def enabled_skills(path: Path | None = None) -> frozenset[str]:
+    """Names the player enabled (what turns on a skill that ships off)."""
+    return _switches(path, "enabled")
+
+
+def switched_off(skills: Iterable[Skill], path: Path | None = None) -> frozenset[str]:
+    """The skills planners must not offer: disabled by the player, or shipped off
+    (``defaultEnabled: false``) and not enabled by the player."""
+    off, on = disabled_skills(path), enabled_skills(path)
+    return frozenset(s.name for s in skills if s.name in off or (not s.default_enabled
+                                                                 and s.name not in on))
+
+
+def is_enabled(skill: Skill) -> bool:
+    return skill.name not in switched_off([skill])
 
 
 def set_enabled(name: str, enabled: bool) -> bool:
     """Persist the choice; True when it changed anything."""
     path = settings_path()
     data = read_json_object(path)
-    current = set(disabled_skills(path))
-    wanted = current - {name} if enabled else current | {name}
-    if wanted == current:
+    off, on = set(disabled_skills(path)), set(enabled_skills(path))
+    new_off, new_on = (off - {name}, on | {name}) if enabled else (off | {name}, on - {name})
+    if (new_off, new_on) == (off, on):
         return False
-    data["disabled"] = sorted(wanted)
+    data["disabled"], data["enabled"] = sorted(new_off), sorted(new_on)
     write_json_atomic(path, data)
     return True
 

@@ -45,6 +45,9 @@ class NarratoriaMeta(msgspec.Struct, rename={"display_name": "displayName"}):
     # Player inputs that call for this skill: the planner's router compares a
     # turn's input with them (and with the description and capabilities).
     routeExamples: list[str] = []
+    # false: installed but off until the player enables it (`narratoria skills enable`),
+    # for skills the planner cannot yet route to reliably beside the others.
+    defaultEnabled: bool = True
 
     def __post_init__(self) -> None:
         if any(not isinstance(e, str) or not e.strip() for e in self.routeExamples):
@@ -101,6 +104,7 @@ class Skill:
     capabilities: list[str] = field(default_factory=list)
     priority: int = 50
     route_examples: list[str] = field(default_factory=list)
+    default_enabled: bool = True
     retry_policy: RetryPolicySpec | None = None
     timeout_ms: int | None = None
     scripts: dict[str, SkillScript] = field(default_factory=dict)
@@ -220,6 +224,7 @@ def load_skill(root: Path) -> Skill:
         capabilities=list(meta.capabilities),
         priority=meta.priority,
         route_examples=[e.strip() for e in meta.routeExamples],
+        default_enabled=meta.defaultEnabled,
         retry_policy=meta.retryPolicy,
         timeout_ms=meta.timeoutMs,
     )

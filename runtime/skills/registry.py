@@ -7,7 +7,7 @@ import os
 import threading
 from pathlib import Path
 
-from .config import disabled_skills, settings_path, settings_stamp
+from .config import settings_path, settings_stamp, switched_off
 from .discovery import Discovery, Skill, SkillScript, discover, fingerprint
 
 log = logging.getLogger(__name__)
@@ -62,9 +62,8 @@ class SkillRegistry:
                 skipped = self._discovery.skipped
             else:
                 skipped = []
-            if stamp != self._settings_stamp:
-                self.disabled = disabled_skills(self._settings)
-                self._settings_stamp = stamp
+            self.disabled = switched_off(self._discovery.skills.values(), self._settings)
+            self._settings_stamp = stamp
             self.generation += 1
         for skip in skipped:
             log.warning("skill skipped: %s", skip)
