@@ -118,7 +118,7 @@ async def serve(config: DaemonConfig) -> int:
     from .coordinator import CoordinatorActor
     from .embedder import EmbedderActor
     from .planner import PlannerActor
-    from .server import Daemon, NarratoriaService, StoreService, TokenInterceptor
+    from .server import Daemon, ModelService, NarratoriaService, StoreService, TokenInterceptor
     from .store import StoreActor
     from .supervisor import SkillSupervisorActor
 
@@ -171,6 +171,7 @@ async def serve(config: DaemonConfig) -> int:
             options=[("grpc.max_receive_message_length", 4 << 20)])
         rpc.add_NarratoriaServicer_to_server(NarratoriaService(daemon), server)
         rpc.add_StoreServicer_to_server(StoreService(daemon), server)
+        rpc.add_ModelServicer_to_server(ModelService(daemon), server)
         if server.add_insecure_port(endpoint.grpc_target) == 0:
             raise DaemonError(f"cannot listen on {endpoint.grpc_target}")
         await server.start()

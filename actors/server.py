@@ -20,6 +20,7 @@ import ray
 from narratoria.proto import narratoria_pb2 as pb
 from narratoria.proto import narratoria_pb2_grpc as rpc
 from narratoria.runtime.endpoint import SKILL_TOKEN_METADATA, TOKEN_METADATA
+from narratoria.runtime.planner.narration import NARRATION_STYLES, NarrationContext
 from narratoria.runtime.sessions import SessionEnded, SessionForbidden, SessionNotFound, SessionRecord
 from narratoria.runtime.store import RecordError, RecordNotFound, StoreError
 
@@ -237,6 +238,16 @@ class NarratoriaService(rpc.NarratoriaServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "session_id: required")
 
 
+async def _skill_playthrough(supervisor: Any, context: grpc.aio.ServicerContext) -> str:
+    """The playthrough of the skill invocation whose token the call carries, or abort."""
+    token = dict(context.invocation_metadata() or ()).get(SKILL_TOKEN_METADATA, "")
+    playthrough = await supervisor.check_token.remote(token) if token else None
+    if playthrough is None:
+        await context.abort(grpc.StatusCode.PERMISSION_DENIED,
+                            f"{SKILL_TOKEN_METADATA}: missing, expired or unknown skill token")
+    return playthrough
+
+
 class StoreService(rpc.StoreServicer):
     """The persistence layer for skill processes, bound to the caller's playthrough."""
 
@@ -245,12 +256,7 @@ class StoreService(rpc.StoreServicer):
         self.supervisor = daemon.actors["supervisor"]
 
     async def _playthrough(self, context: grpc.aio.ServicerContext) -> str:
-        token = dict(context.invocation_metadata() or ()).get(SKILL_TOKEN_METADATA, "")
-        playthrough = await self.supervisor.check_token.remote(token) if token else None
-        if playthrough is None:
-            await context.abort(grpc.StatusCode.PERMISSION_DENIED,
-                                f"{SKILL_TOKEN_METADATA}: missing, expired or unknown skill token")
-        return playthrough
+        return await _skill_playthrough(self.supervisor, context)
 
     async def Put(self, request: pb.PutRequest, context: grpc.aio.ServicerContext) -> pb.RecordResponse:
         pt = await self._playthrough(context)
@@ -288,6 +294,34 @@ class StoreService(rpc.StoreServicer):
         records = await _call(context, self.store.exact_match.remote(
             pt, request.data_type, request.filters_json, request.limit))
         return pb.SearchResponse(hits=[pb.SearchHit(record_json=r, score=0.0) for r in records])
+
+
+class ModelService(rpc.ModelServicer):
+    """The warm model for skill processes: narration through the planner actor's queue."""
+
+    def __init__(self, daemon: Daemon) -> None:
+        self.planner = daemon.actors["planner"]
+        self.supervisor = daemon.actors["supervisor"]
+        self.model_path = daemon.model_path
+
+    async def Narrate(self, request: pb.NarrateRequest,
+                      context: grpc.aio.ServicerContext) -> pb.NarrateResponse:
+        await _skill_playthrough(self.supervisor, context)
+        if not request.player_input.strip():
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "player_input: must not be empty")
+        if request.style not in NARRATION_STYLES:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                f"style: must be one of {', '.join(s for s in NARRATION_STYLES if s)} "
+                                f"or empty, got {request.style!r}")
+        narration = NarrationContext(player_input=request.player_input, scene=request.scene,
+                                     outcomes=tuple(request.outcomes), style=request.style)
+        pieces: list[str] = []
+        stream = self.planner.narrate.options(num_returns="streaming").remote(narration)
+        async for ref in stream:
+            item = await _call(context, ref)
+            if isinstance(item, str):
+                pieces.append(item)
+        return pb.NarrateResponse(text="".join(pieces).strip(), model=self.model_path)
 
 
 class TokenInterceptor(grpc.aio.ServerInterceptor):

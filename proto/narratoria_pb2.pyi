@@ -6,6 +6,26 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class NarrateRequest(_message.Message):
+    __slots__ = ("player_input", "scene", "outcomes", "style")
+    PLAYER_INPUT_FIELD_NUMBER: _ClassVar[int]
+    SCENE_FIELD_NUMBER: _ClassVar[int]
+    OUTCOMES_FIELD_NUMBER: _ClassVar[int]
+    STYLE_FIELD_NUMBER: _ClassVar[int]
+    player_input: str
+    scene: str
+    outcomes: _containers.RepeatedScalarFieldContainer[str]
+    style: str
+    def __init__(self, player_input: _Optional[str] = ..., scene: _Optional[str] = ..., outcomes: _Optional[_Iterable[str]] = ..., style: _Optional[str] = ...) -> None: ...
+
+class NarrateResponse(_message.Message):
+    __slots__ = ("text", "model")
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    model: str
+    def __init__(self, text: _Optional[str] = ..., model: _Optional[str] = ...) -> None: ...
+
 class Session(_message.Message):
     __slots__ = ("id", "campaign", "status", "created_at_ms", "updated_at_ms", "turns", "playthrough_id", "last_narration", "choices", "title", "parent_session_id", "branched_at_scene")
     ID_FIELD_NUMBER: _ClassVar[int]

@@ -739,3 +739,81 @@ class Store:
             timeout,
             metadata,
             _registered_method=True)
+
+
+class ModelStub:
+    """The daemon's warm model for skill processes (the storyteller's `local` provider),
+    with the same per-invocation token as the Store service: a skill never loads a model.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.Narrate = channel.unary_unary(
+                '/narratoria.v1.Model/Narrate',
+                request_serializer=narratoria_dot_proto_dot_narratoria__pb2.NarrateRequest.SerializeToString,
+                response_deserializer=narratoria_dot_proto_dot_narratoria__pb2.NarrateResponse.FromString,
+                _registered_method=True)
+
+
+class ModelServicer:
+    """The daemon's warm model for skill processes (the storyteller's `local` provider),
+    with the same per-invocation token as the Store service: a skill never loads a model.
+    """
+
+    def Narrate(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_ModelServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'Narrate': grpc.unary_unary_rpc_method_handler(
+                    servicer.Narrate,
+                    request_deserializer=narratoria_dot_proto_dot_narratoria__pb2.NarrateRequest.FromString,
+                    response_serializer=narratoria_dot_proto_dot_narratoria__pb2.NarrateResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'narratoria.v1.Model', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('narratoria.v1.Model', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class Model:
+    """The daemon's warm model for skill processes (the storyteller's `local` provider),
+    with the same per-invocation token as the Store service: a skill never loads a model.
+    """
+
+    @staticmethod
+    def Narrate(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/narratoria.v1.Model/Narrate',
+            narratoria_dot_proto_dot_narratoria__pb2.NarrateRequest.SerializeToString,
+            narratoria_dot_proto_dot_narratoria__pb2.NarrateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)

@@ -168,6 +168,23 @@ def _outcomes(outcome: TurnOutcome) -> list[str]:
             if r.state == "success" and r.output and r.output.get("summary")]
 
 
+def _payload(ui: dict[str, Any]) -> dict[str, Any]:
+    """A ui_event's payload (protocol v0's field; "data" accepted from older skills)."""
+    payload = ui.get("payload") or ui.get("data")
+    return payload if isinstance(payload, dict) else {}
+
+
+def _skill_narration(outcome: TurnOutcome) -> str:
+    """The prose of a skill's ``ui_event narration`` (the storyteller's), if any."""
+    if outcome.result is None:
+        return ""
+    for ui in outcome.result.uiEvents:
+        text = _payload(ui).get("text") if ui.get("event") == "narration" else None
+        if isinstance(text, str) and text.strip():
+            return text.strip()
+    return ""
+
+
 def _skill_choices(outcome: TurnOutcome) -> list[str]:
     """Options from a skill's ``ui_event narrative_choice``, if one offered any."""
     if outcome.result is None:
@@ -175,7 +192,7 @@ def _skill_choices(outcome: TurnOutcome) -> list[str]:
     for ui in outcome.result.uiEvents:
         if ui.get("event") != "narrative_choice":
             continue
-        data = ui.get("data") or {}
+        data = _payload(ui)
         raw = data.get("choices") or data.get("options") or []
         texts = [c.get("text") or c.get("label") or "" if isinstance(c, dict) else c for c in raw]
         if cleaned := clean_choices(texts):
@@ -250,6 +267,12 @@ async def run_scene(services: SceneServices, scene: SceneInput, emit: Emit) -> S
                           "reason": (outcome.attempts[-1].error or outcome.attempts[-1].outcome)
                           if outcome.attempts else "no attempt"})
         narration = outcome.narration
+        emit("narration", {"text": narration})
+    elif told := _skill_narration(outcome):
+        # A storyteller skill in the plan narrated the turn: its prose is the narration.
+        assert outcome.result is not None
+        state = SessionState(outcome.result.aggregatedState, scene.state.stats)
+        narration = told
         emit("narration", {"text": narration})
     elif scene.execute_only:
         assert outcome.result is not None and outcome.plan is not None

@@ -34,7 +34,12 @@ NARRATION_FORBIDDEN = ":*#"
 FACTS_HEADING = ("Campaign facts (true in this story: use their details as written, "
                  "never contradict them):")
 PARAGRAPH_SENTENCES, PARAGRAPH_WORDS, MAX_PARAGRAPHS = 2, 30, 3
-SCENE_BUDGET = 250  # the end of the last narration: what just happened, not all of it
+SCENE_BUDGET = 250
+# The storyteller's styles (§4.1.1), told to the model after the action: the system
+# prompt stays the same, so its KV state is shared across styles.
+NARRATION_STYLES = {"": "", "terse": "terse: short, plain sentences, no adjectives to spare.",
+                    "vivid": "vivid: concrete sights, sounds and smells.",
+                    "poetic": "poetic: rhythm and imagery, a lyrical voice."}  # the end of the last narration: what just happened, not all of it
 CONTEXT_BUDGET = 400  # characters per context part: the model writes better from less
 
 NARRATOR_ROLE = (
@@ -60,6 +65,7 @@ class NarrationContext:
     # the player's numeric stats by name ("charisma": 6).
     npc_perception: Mapping[str, float] = field(default_factory=dict)
     player_stats: Mapping[str, float] = field(default_factory=dict)
+    style: str = ""                                  # "", terse, vivid, poetic (NARRATION_STYLES)
 
 
 def narration_messages(context: NarrationContext) -> list[dict[str, str]]:
@@ -79,6 +85,8 @@ def narration_messages(context: NarrationContext) -> list[dict[str, str]]:
     parts.append(f"Player action: {_clip(' '.join(context.player_input.split()))}")
     if context.outcomes:
         parts.append("Outcomes: " + _clip(" ".join(context.outcomes)))
+    if context.style:
+        parts.append(f"Style: {NARRATION_STYLES[context.style]}")
     return [{"role": "system", "content": NARRATOR_ROLE},
             {"role": "user", "content": "\n".join(parts)}]
 
