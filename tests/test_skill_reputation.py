@@ -1,0 +1,378 @@
+"""The built-in reputation skill (skills/reputation) end to end: its scripts run as
+processes under a real daemon (pattern planner) against the real store through the
+Store service, driven by fixed plans (execute_only, no narration); the all-or-nothing
+undo of update-reputation runs in-process against a store that fails on demand."""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import io
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+from test_daemon import Daemon, done_of, kinds
+
+SKILL = REPO / "skills" / "reputation"
+SCRIPTS = SKILL / "scripts"
+NARRATORIA = Path(sys.executable).parent / "narratoria"
+
+
+@pytest.fixture(scope="module")
+def daemon():
+    d = Daemon("--planner", "pattern")
+    yield d
+    assert d.stop() == 0
+
+
+def run_plan(client, session_id: str, *tools: dict) -> list:
+    plan = {"requestId": f"rep-{uuid.uuid4().hex[:8]}", "narrative": "So be it.", "tools": list(tools)}
+    return list(client.turn(session_id, plan_json=json.dumps(plan), execute_only=True))
+
+
+def tool(tool_id: str, script: str, **input_: object) -> dict:
+    return {"toolId": tool_id, "toolPath": f"reputation/{script}", "input": input_}
+
+
+def finished(events: list) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for e in events:
+        if e.WhichOneof("event") == "tool_finished":
+            out.setdefault(e.tool_finished.tool_id, e.tool_finished)
+    return out
+
+
+def tool_events(events: list, tool_id: str) -> list[dict]:
+    return [json.loads(e.tool_event.event_json) for e in events
+            if e.WhichOneof("event") == "tool_event" and e.tool_event.tool_id == tool_id]
+
+
+def reported(events: list, tool_id: str) -> dict[str, dict]:
+    """query-reputation's factions by id, from its log."""
+    log = next(ev for ev in tool_events(events, tool_id)
+               if ev["type"] == "log" and ev["message"].startswith("reputation with"))
+    return {f["faction"]: f for f in log["fields"]["factions"]}
+
+
+def summary(events: list, tool_id: str) -> str:
+    return next(ev["summary"] for ev in tool_events(events, tool_id) if ev["type"] == "done")
+
+
+def test_several_factions_change_in_one_call_and_queries_see_them(daemon):
+    with daemon.client() as client:
+        session = client.create_session(title="reputation")
+        events = run_plan(client, session.id, tool("update", "update-reputation", changes=[
+            {"faction": "Merchants Guild", "delta": -20, "reason": "stole from a merchant"},
+            {"faction": "City Watch", "delta": 10, "reason": "caught a pickpocket"},
+            {"faction": "Thieves' Guild", "delta": 150, "reason": "the heist of the century"},
+        ]))
+        assert finished(events)["update"].ok, finished(events)["update"].error
+        logs = [ev for ev in tool_events(events, "update") if ev["type"] == "log"]
+        assert [(l["fields"]["faction"], l["fields"]["score"]) for l in logs] == [
+            ("merchants_guild", -20), ("city_watch", 10), ("thieves_guild", 100)]  # clamped to 100
+        assert logs[0]["fields"]["reason"] == "stole from a merchant"
+        assert "Merchants Guild -20 → -20 (unfriendly) for stole from a merchant" in summary(events, "update")
+        state = json.loads(done_of(events).state_json)
+        assert state["reputation"]["merchants_guild"] == {"score": -20, "standing": "unfriendly"}
+        assert state["reputation"]["thieves_guild"] == {"score": 100, "standing": "allied"}
+
+        # A second change builds on the (decayed) current score and is clamped too.
+        events = run_plan(client, session.id,
+                          tool("update", "update-reputation", faction="merchants guild", delta=-95,
+                               reason="burned the warehouse"),
+                          {**tool("named", "query-reputation",
+                                  factions=["Merchants Guild", "City Watch", "Temple"]),
+                           "dependencies": ["update"]},
+                          {**tool("one", "query-reputation", faction="Thieves Guild"),
+                           "dependencies": ["update"]})
+        assert all(f.ok for f in finished(events).values()), finished(events)
+        named = reported(events, "named")
+        assert list(named) == ["merchants_guild", "city_watch", "temple"]
+        assert named["merchants_guild"]["score"] == -100 and named["merchants_guild"]["standing"] == "hostile"
+        assert named["city_watch"]["score"] == pytest.approx(10, abs=0.01)  # decayed: a moment's worth
+        assert named["city_watch"]["recorded"] and named["city_watch"]["lastUpdated"]
+        assert named["temple"] == {"faction": "temple", "name": "temple", "score": 0,
+                                   "standing": "neutral", "recorded": False}
+        assert "merchants_guild: -100 (hostile)" in summary(events, "named")
+        assert "temple: 0 (neutral, no dealings yet)" in summary(events, "named")
+        assert reported(events, "one")["thieves_guild"]["score"] == 100
+        state = json.loads(done_of(events).state_json)
+        assert state["reputation"]["merchants_guild"] == {"score": -100, "standing": "hostile"}
+
+        # Another session is another playthrough: none of this is visible there.
+        other = client.create_session(title="someone else")
+        events = run_plan(client, other.id, tool("named", "query-reputation",
+                                                 factions=["Merchants Guild", "City Watch"]))
+        assert finished(events)["named"].ok
+        assert not any(f["recorded"] for f in reported(events, "named").values())
+
+
+def test_a_query_naming_no_faction_lists_them_and_free_text_picks_the_named_ones(daemon):
+    with daemon.client() as client:
+        session = client.create_session(title="listing")
+        events = run_plan(client, session.id,
+                          tool("update", "update-reputation", changes=[
+                              {"faction": "Merchants Guild", "delta": -20},
+                              {"faction": "City Watch", "delta": 10}]),
+                          {**tool("asked", "query-reputation",
+                                  query="How do the merchants of the guild feel about me?"),
+                           "dependencies": ["update"]},
+                          {**tool("all", "query-reputation"), "dependencies": ["update"]})
+        assert all(f.ok for f in finished(events).values()), finished(events)
+        assert not [ev for ev in tool_events(events, "all") if ev.get("level") == "warn"]
+        assert list(reported(events, "asked")) == ["merchants_guild"]
+        assert set(reported(events, "all")) == {"merchants_guild", "city_watch"}
+        other = client.create_session(title="someone else")
+        events = run_plan(client, other.id, tool("all", "query-reputation"))
+        assert reported(events, "all") == {}
+        assert summary(events, "all") == "reputation: no faction reputation recorded yet"
+
+
+@pytest.mark.parametrize("script,input_,field", [
+    ("update-reputation", {}, "input.changes"),
+    ("update-reputation", {"changes": []}, "input.changes"),
+    ("update-reputation", {"changes": [{"faction": "Watch", "delta": "10"}]}, "input.changes[0].delta"),
+    ("update-reputation", {"changes": [{"faction": "Watch", "delta": 5}, {"delta": 5}]},
+     "input.changes[1].faction"),
+    ("update-reputation", {"changes": [{"faction": "Watch", "delta": 5}, {"faction": "watch", "delta": 1}]},
+     "input.changes[1].faction"),
+    ("update-reputation", {"changes": [{"faction": "Watch", "delta": 500}]}, "input.changes[0].delta"),
+    ("query-reputation", {"faction": 7}, "input.faction"),
+    ("query-reputation", {"factions": ["ok", ""]}, "input.factions[1]"),
+])
+def test_bad_input_is_an_error_event_and_a_failed_done(daemon, script, input_, field):
+    with daemon.client() as client:
+        session = client.create_session(title="bad input")
+        events = run_plan(client, session.id, {**tool("bad", script, **input_), "required": False})
+        result = finished(events)["bad"]
+        assert not result.ok and field in result.error
+        emitted = tool_events(events, "bad")
+        errors = [ev for ev in emitted if ev["type"] == "error"]
+        assert errors and errors[0]["errorCode"] == "invalid_input"
+        assert errors[0]["details"]["field"] == field
+        assert [ev["ok"] for ev in emitted if ev["type"] == "done"] == [False]  # no retry
+        assert kinds(events)[-1] == "done"
+        # Nothing was written: a batch with one bad change changes no faction.
+        check = run_plan(client, session.id, tool("named", "query-reputation", factions=["Watch"]))
+        assert not reported(check, "named")["watch"]["recorded"]
+
+
+def _run_script(script: str, stdin: bytes, **env: str) -> list[dict]:
+    base = {k: v for k, v in os.environ.items()
+            if k not in ("NARRATORIA_ADDRESS", "NARRATORIA_SKILL_TOKEN")}
+    proc = subprocess.run([str(SCRIPTS / script)], input=stdin, capture_output=True, timeout=60,
+                          env={**base, "PYTHONDONTWRITEBYTECODE": "1", **env})
+    assert proc.returncode == 0, proc.stderr
+    assert b"Traceback" not in proc.stderr, proc.stderr
+    return [json.loads(line) for line in proc.stdout.decode().splitlines()]
+
+
+@pytest.mark.parametrize("script", ["update-reputation", "query-reputation"])
+def test_without_a_daemon_garbage_on_stdin_is_an_error_event(script, tmp_path):
+    events = _run_script(script, b"{\"input\": [unclosed")
+    assert [e["type"] for e in events] == ["error", "done"]
+    assert events[0]["errorCode"] == "invalid_input" and events[1]["ok"] is False
+    request = json.dumps({"input": {"faction": "Watch", "delta": 1}}).encode()
+    for env in ({}, {"NARRATORIA_ADDRESS": f"unix://{tmp_path}/none.sock", "NARRATORIA_SKILL_TOKEN": "t"}):
+        gone = _run_script(script, request, **env)
+        errors = [e for e in gone if e["type"] == "error"]
+        assert errors[0]["errorCode"] == "store_unavailable" and gone[-1] == {**gone[-1], "ok": False}
+
+
+def test_a_forged_token_is_refused_in_protocol(daemon):
+    events = _run_script("query-reputation", b"{}", NARRATORIA_ADDRESS=f"unix://{daemon.socket}",
+                         NARRATORIA_SKILL_TOKEN="forged")
+    assert events[0]["errorCode"] == "store_forbidden" and events[-1]["ok"] is False
+
+
+def test_skills_check_passes():
+    proc = subprocess.run([str(NARRATORIA), "skills", "check", str(SKILL), "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads(proc.stdout)["ok"] is True
+
+
+# ---- all or nothing, in-process: a store that fails on the Nth write
+
+
+def _load(script: str):
+    sys.path.insert(0, str(SCRIPTS))
+    dont_write, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # no __pycache__ in the skill
+    try:
+        loader = importlib.machinery.SourceFileLoader(f"rep_{script.replace('-', '_')}",
+                                                      str(SCRIPTS / script))
+        spec = importlib.util.spec_from_loader(loader.name, loader)
+        module = importlib.util.module_from_spec(spec)
+        loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(SCRIPTS))
+        sys.dont_write_bytecode = dont_write
+
+
+class FlakyStore:
+    """The Store client's interface over a dict; the write numbered ``fail_on`` fails."""
+
+    def __init__(self, kit, records: dict, fail_on: int | None) -> None:
+        self.kit, self.records, self.fail_on, self.writes = kit, records, fail_on, 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        pass
+
+    def _write(self) -> None:
+        self.writes += 1
+        if self.writes == self.fail_on:
+            raise self.kit.SkillFailure("store_unavailable", "store Put: UNAVAILABLE: gone")
+
+    def get(self, data_type, key):
+        record = self.records.get(key)
+        return None if record is None else {**record, "decayedScore": record["currentScore"]}
+
+    def put(self, data_type, record):
+        self._write()
+        self.records[record["factionId"]] = dict(record)
+        return {**record, "decayedScore": record["currentScore"]}
+
+    def update(self, data_type, key, changes):
+        self._write()
+        self.records[key] = {**self.records[key], **changes}
+        return {**self.records[key], "decayedScore": self.records[key]["currentScore"]}
+
+    def delete(self, data_type, key):
+        return self.records.pop(key, None) is not None
+
+
+def _update(monkeypatch, capsys, records: dict, fail_on: int | None, request: dict) -> list[dict]:
+    module = _load("update-reputation")
+    store = FlakyStore(module.kit, records, fail_on)
+    monkeypatch.setattr(module.kit, "Store", lambda: store)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(json.dumps(request).encode())))
+    capsys.readouterr()
+    assert module.kit.run("update-reputation", module.main) == 0
+    return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+
+
+def test_a_failed_write_undoes_the_changes_already_applied(monkeypatch, capsys):
+    before = {"city_watch": {"factionId": "city_watch", "currentScore": 30.0,
+                             "lastUpdated": "2026-01-01T00:00:00Z", "decayRate": None}}
+    records = json.loads(json.dumps(before))
+    request = {"input": {"changes": [{"faction": "City Watch", "delta": 10},
+                                     {"faction": "Merchants Guild", "delta": -20},
+                                     {"faction": "Temple", "delta": 5}]}}
+    events = _update(monkeypatch, capsys, records, 3, request)
+    assert [e["type"] for e in events] == ["error", "done"] and events[1]["ok"] is False
+    assert events[0]["errorCode"] == "store_unavailable"
+    assert events[0]["details"]["rolledBack"] == ["city_watch", "merchants_guild"]
+    assert "nothing was changed" in events[0]["errorMessage"]
+    assert records == before  # the watch restored, the new merchants record deleted
+
+
+def test_configured_scale_and_factions_bound_the_changes(monkeypatch, capsys):
+    monkeypatch.setenv("NARRATORIA_SKILL_CONFIG", json.dumps(
+        {"factions": ["City Watch", "Merchants Guild"], "scale": {"min": 0, "max": 10}, "decayRate": 0.5}))
+    records = {"city_watch": {"factionId": "city_watch", "currentScore": 7.0,
+                              "lastUpdated": "2026-01-01T00:00:00Z"}}
+    too_big = _update(monkeypatch, capsys, records, None,
+                      {"input": {"changes": [{"faction": "City Watch", "delta": 25}]}})
+    assert "input.changes[0].delta: must be between -10 and 10" in too_big[0]["errorMessage"]
+    events = _update(monkeypatch, capsys, records, None, {"input": {"changes": [
+        {"faction": "city watch", "delta": 8}, {"faction": "Merchants Guild", "delta": -3}]}})
+    assert events[-1]["ok"] is True, events
+    assert records["city_watch"]["currentScore"] == 10 and records["merchants_guild"]["currentScore"] == 0
+    assert records["city_watch"]["decayRate"] == 0.5
+    patch = next(e["patch"] for e in events if e["type"] == "state_patch")
+    assert patch["reputation"]["city_watch"] == {"score": 10, "standing": "allied"}
+    assert patch["reputation"]["merchants_guild"] == {"score": 0, "standing": "hostile"}
+    events = _update(monkeypatch, capsys, records, None,
+                     {"input": {"changes": [{"faction": "Temple", "delta": 1}]}})
+    assert events[-1]["ok"] is False
+    assert events[0]["errorCode"] == "invalid_input" and "unknown faction 'Temple'" in events[0]["errorMessage"]
+
+
+class ListingStore(FlakyStore):
+    def __init__(self, kit, records: dict, broken: bool) -> None:
+        super().__init__(kit, records, None)
+        self.broken = broken
+
+    def exact_match(self, data_type, filters=None, limit=0):
+        if self.broken:
+            raise self.kit.SkillFailure("store_error", "store ExactMatch: INTERNAL: TypeError: …")
+        return [self.get(data_type, key) for key in self.records]
+
+
+def _query(monkeypatch, capsys, store_records: dict, broken: bool, request: dict) -> list[dict]:
+    module = _load("query-reputation")
+    store = ListingStore(module.kit, store_records, broken)
+    monkeypatch.setattr(module.kit, "Store", lambda: store)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(json.dumps(request).encode())))
+    capsys.readouterr()
+    assert module.kit.run("query-reputation", module.main) == 0
+    return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+
+
+def _factions(events: list[dict]) -> list[str]:
+    log = next(e for e in events if e["type"] == "log" and e["message"].startswith("reputation with"))
+    return [f["faction"] for f in log["fields"]["factions"]]
+
+
+def test_free_text_picks_the_factions_it_names_else_all_are_listed(monkeypatch, capsys):
+    records = {fid: {"factionId": fid, "currentScore": score, "lastUpdated": "2026-01-01T00:00:00Z"}
+               for fid, score in (("merchants_guild", -20.0), ("city_watch", 10.0), ("iron_bank", 60.0))}
+    asked = _query(monkeypatch, capsys, records, False,
+                   {"input": {"query": "How do the merchants of the guild feel about me?"}})
+    assert _factions(asked) == ["merchants_guild"] and asked[-1]["ok"] is True
+    assert _factions(_query(monkeypatch, capsys, records, False,
+                            {"input": {"query": "Will the watch let me pass?"}})) == ["city_watch"]
+    everyone = _query(monkeypatch, capsys, records, False, {"input": {"query": "what do people think of me"}})
+    assert _factions(everyone) == ["city_watch", "iron_bank", "merchants_guild"]
+    assert "iron_bank: 60 (allied)" in everyone[-1]["summary"]
+    # Listing broken in the store: the configured factions are read one by one, with a warning.
+    monkeypatch.setenv("NARRATORIA_SKILL_CONFIG", json.dumps({"factions": ["Iron Bank", "Temple"]}))
+    fallback = _query(monkeypatch, capsys, records, True, {"input": {}})
+    assert any(e.get("level") == "warn" and "cannot list factions" in e["message"] for e in fallback)
+    assert _factions(fallback) == ["iron_bank", "temple"] and fallback[-1]["ok"] is True
+    assert "Iron Bank: 60 (allied); Temple: 0 (neutral, no dealings yet)" in fallback[-1]["summary"]
+
+
+# ---- SC-008 benchmark (not a test: nothing asserts machine-dependent timings)
+#
+#   .venv/bin/python -c "import sys; sys.path[:0] = ['tests']; import test_skill_reputation as t; \
+#       print(t.benchmark_query())"
+
+def benchmark_query(factions: int = 12, queries: int = 10) -> dict:
+    """Whole query-reputation invocations (process start, imports, Store calls, events)
+    as the executor timed them, for ``factions`` named factions and for listing."""
+    import statistics
+
+    names = [f"Faction {i}" for i in range(factions)]
+    d = Daemon("--planner", "pattern")
+    try:
+        with d.client() as client:
+            sid = client.create_session(title="bench").id
+            run_plan(client, sid, tool("u", "update-reputation",
+                                       changes=[{"faction": n, "delta": 5 + i} for i, n in enumerate(names)]))
+            named, one, store = [], [], []
+            for _ in range(queries):
+                events = run_plan(client, sid, tool("q", "query-reputation", factions=names),
+                                  {**tool("o", "query-reputation", faction=names[0]), "dependencies": ["q"]})
+                got = finished(events)
+                assert got["q"].ok and got["o"].ok
+                named.append(got["q"].duration_ms)
+                one.append(got["o"].duration_ms)
+                store.append(next(ev for ev in tool_events(events, "o")
+                                  if ev["type"] == "log")["fields"]["storeMs"])
+    finally:
+        d.stop()
+    return {f"{factions}_factions_ms": {"median": statistics.median(named), "max": max(named)},
+            "one_faction_ms": {"median": statistics.median(one), "max": max(one)},
+            "one_faction_store_ms": {"median": statistics.median(store), "max": max(store)}}
