@@ -515,6 +515,13 @@ def cmd_bench_turn(args: argparse.Namespace) -> int:
     return _emit_report(args, report, write_markdown)
 
 
+def cmd_bench_skills(args: argparse.Namespace) -> int:
+    from .bench_skills import run_skills_bench, write_markdown
+
+    report = run_skills_bench(iterations=args.iterations, progress=not args.json)
+    return _emit_report(args, report, write_markdown)
+
+
 # -- eval --------------------------------------------------------------------------------
 
 def cmd_eval_planner(args: argparse.Namespace) -> int:
@@ -771,6 +778,13 @@ def build_parser() -> argparse.ArgumentParser:
     turn.add_argument("--write", metavar="FILE", help="append the results to FILE (markdown)")
     turn.add_argument("--json", action="store_true")
     turn.set_defaults(func=cmd_bench_turn)
+    bskills = bench_sub.add_parser(
+        "skills", help="every built-in script's invocation p50/p95 through a warm daemon")
+    bskills.add_argument("--iterations", type=_positive_int, default=10, metavar="N",
+                         help="invocations per script (default 10)")
+    bskills.add_argument("--write", metavar="FILE", help="append the results to FILE (markdown)")
+    bskills.add_argument("--json", action="store_true")
+    bskills.set_defaults(func=cmd_bench_skills)
 
     evals = sub.add_parser("eval", help="measure parts of the runtime against datasets")
     eval_sub = evals.add_subparsers(dest="eval_command", metavar="SUITE", required=True)

@@ -183,9 +183,10 @@ GOOD = json.dumps({"input": "I roll 2d6", "expected_skills": [DICE]})
     ('{"input": "x", "expected_skills": "dice-roller"}', ":2: expected_skills: expected a list"),
     ('{"input": "x", "forbidden_skills": [3]}', ":2: forbidden_skills[0]: expected a skill name"),
     ('{"input": "x", "expected_skills": ["dice-roller", "mapper"]}',
-     ":2: expected_skills[1]: unknown skill 'mapper' (offered: dice-roller)"),
-    ('{"input": "x", "forbidden_skills": ["storyteller"]}',
-     ":2: forbidden_skills[0]: unknown skill 'storyteller'"),
+     ":2: expected_skills[1]: unknown skill 'mapper' (offered: "
+     + ", ".join(sorted({s.skill for s in BUILTIN})) + ")"),
+    ('{"input": "x", "forbidden_skills": ["bard"]}',
+     ":2: forbidden_skills[0]: unknown skill 'bard'"),
     ('{"input": "x", "expected_skills": ["dice-roller"], "forbidden_skills": ["dice-roller"]}',
      ":2: forbidden_skills: 'dice-roller' is also expected"),
     ('{"input": "x", "state": [1]}', ":2: state: expected an object"),
