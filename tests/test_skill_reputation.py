@@ -15,6 +15,7 @@ import sys
 import uuid
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from conftest import REPO
@@ -199,7 +200,7 @@ def test_skills_check_passes():
     assert json.loads(proc.stdout)["ok"] is True
 
 
-# ---- all or nothing, in-process: a store that fails on the Nth write
+# ---- all or nothing, in-process: the real persistence layer with a failure injected
 
 
 def _load(script: str):
@@ -218,102 +219,140 @@ def _load(script: str):
 
 
 class FlakyStore:
-    """The Store client's interface over a dict; the write numbered ``fail_on`` fails."""
+    """The kit's Store client over the real persistence layer (a DuckDB file), as the
+    daemon's Store service serves it — JSON in and out — with one fault injected: the
+    write numbered ``fail_on`` fails as an unreachable daemon would."""
 
-    def __init__(self, kit, records: dict, fail_on: int | None) -> None:
-        self.kit, self.records, self.fail_on, self.writes = kit, records, fail_on, 0
+    def __init__(self, kit, path: Path, fail_on: int | None) -> None:
+        from narratoria.runtime.db import connect
+        from narratoria.runtime.embedding import EmbeddingSettings, make_backend
+        from narratoria.runtime.store import PersistenceStore
+
+        self.kit, self.fail_on, self.writes = kit, fail_on, 0
+        self.con = connect(path)
+        self.store = PersistenceStore(self.con, make_backend(EmbeddingSettings(backend="hash")))
+        self.pt = self.store.playthrough("pt-flaky")
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
-        pass
+        self.store.close()
+        self.con.close()
 
     def _write(self) -> None:
         self.writes += 1
         if self.writes == self.fail_on:
             raise self.kit.SkillFailure("store_unavailable", "store Put: UNAVAILABLE: gone")
 
+    @staticmethod
+    def _wire(record):
+        return None if record is None else json.loads(msgspec.json.encode(record))
+
     def get(self, data_type, key):
-        record = self.records.get(key)
-        return None if record is None else {**record, "decayedScore": record["currentScore"]}
+        return self._wire(self.pt.get(data_type, key))
 
     def put(self, data_type, record):
         self._write()
-        self.records[record["factionId"]] = dict(record)
-        return {**record, "decayedScore": record["currentScore"]}
+        return self._wire(self.pt.store(data_type, record))
 
     def update(self, data_type, key, changes):
         self._write()
-        self.records[key] = {**self.records[key], **changes}
-        return {**self.records[key], "decayedScore": self.records[key]["currentScore"]}
+        return self._wire(self.pt.update(data_type, key, changes))
 
     def delete(self, data_type, key):
-        return self.records.pop(key, None) is not None
+        return self.pt.delete(data_type, key)
+
+    def exact_match(self, data_type, filters=None, limit=0):
+        return [self._wire(r) for r in self.pt.exact_match(data_type, filters or None,
+                                                           limit=limit or None)]
+
+    def scores(self) -> dict[str, float]:
+        return {r["factionId"]: r["currentScore"] for r in self.exact_match("faction_reputation")}
 
 
-def _update(monkeypatch, capsys, records: dict, fail_on: int | None, request: dict) -> list[dict]:
+def _update(monkeypatch, capsys, path: Path, fail_on: int | None, request: dict) -> list[dict]:
     module = _load("update-reputation")
-    store = FlakyStore(module.kit, records, fail_on)
-    monkeypatch.setattr(module.kit, "Store", lambda: store)
+    monkeypatch.setattr(module.kit, "Store", lambda: FlakyStore(module.kit, path, fail_on))
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(json.dumps(request).encode())))
     capsys.readouterr()
     assert module.kit.run("update-reputation", module.main) == 0
     return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
 
 
-def test_a_failed_write_undoes_the_changes_already_applied(monkeypatch, capsys):
-    before = {"city_watch": {"factionId": "city_watch", "currentScore": 30.0,
-                             "lastUpdated": "2026-01-01T00:00:00Z", "decayRate": None}}
-    records = json.loads(json.dumps(before))
+def _seed(path: Path, records: list[dict]) -> None:
+    from narratoria.clients import skillkit
+
+    with FlakyStore(skillkit, path, None) as store:
+        for record in records:
+            store.put("faction_reputation", record)
+
+
+def _stored(path: Path) -> dict[str, dict]:
+    """Every faction record as stored (the decayed score, computed at read time, left out)."""
+    from narratoria.clients import skillkit
+
+    with FlakyStore(skillkit, path, None) as store:
+        return {r["factionId"]: {k: v for k, v in r.items() if k != "decayedScore"}
+                for r in store.exact_match("faction_reputation")}
+
+
+def test_a_failed_write_undoes_the_changes_already_applied(monkeypatch, capsys, tmp_path):
+    path = tmp_path / "rep.duckdb"
+    _seed(path, [{"factionId": "city_watch", "currentScore": 30.0,
+                  "lastUpdated": "2026-01-01T00:00:00Z"}])
+    before = _stored(path)
     request = {"input": {"changes": [{"faction": "City Watch", "delta": 10},
                                      {"faction": "Merchants Guild", "delta": -20},
                                      {"faction": "Temple", "delta": 5}]}}
-    events = _update(monkeypatch, capsys, records, 3, request)
+    events = _update(monkeypatch, capsys, path, 3, request)
     assert [e["type"] for e in events] == ["error", "done"] and events[1]["ok"] is False
     assert events[0]["errorCode"] == "store_unavailable"
     assert events[0]["details"]["rolledBack"] == ["city_watch", "merchants_guild"]
     assert "nothing was changed" in events[0]["errorMessage"]
-    assert records == before  # the watch restored, the new merchants record deleted
+    assert _stored(path) == before  # the watch restored, the new merchants record deleted
 
 
-def test_configured_scale_and_factions_bound_the_changes(monkeypatch, capsys):
+def test_configured_scale_and_factions_bound_the_changes(monkeypatch, capsys, tmp_path):
+    path = tmp_path / "rep.duckdb"
     monkeypatch.setenv("NARRATORIA_SKILL_CONFIG", json.dumps(
         {"factions": ["City Watch", "Merchants Guild"], "scale": {"min": 0, "max": 10}, "decayRate": 0.5}))
-    records = {"city_watch": {"factionId": "city_watch", "currentScore": 7.0,
-                              "lastUpdated": "2026-01-01T00:00:00Z"}}
-    too_big = _update(monkeypatch, capsys, records, None,
+    _seed(path, [{"factionId": "city_watch", "currentScore": 7.0,
+                  "lastUpdated": "2026-01-01T00:00:00Z", "decayRate": 0.0}])  # no decay since
+    too_big = _update(monkeypatch, capsys, path, None,
                       {"input": {"changes": [{"faction": "City Watch", "delta": 25}]}})
     assert "input.changes[0].delta: must be between -10 and 10" in too_big[0]["errorMessage"]
-    events = _update(monkeypatch, capsys, records, None, {"input": {"changes": [
+    events = _update(monkeypatch, capsys, path, None, {"input": {"changes": [
         {"faction": "city watch", "delta": 8}, {"faction": "Merchants Guild", "delta": -3}]}})
     assert events[-1]["ok"] is True, events
-    assert records["city_watch"]["currentScore"] == 10 and records["merchants_guild"]["currentScore"] == 0
-    assert records["city_watch"]["decayRate"] == 0.5
+    stored = _stored(path)
+    assert stored["city_watch"]["currentScore"] == 10 and stored["merchants_guild"]["currentScore"] == 0
+    assert stored["city_watch"]["decayRate"] == 0.5
     patch = next(e["patch"] for e in events if e["type"] == "state_patch")
     assert patch["reputation"]["city_watch"] == {"score": 10, "standing": "allied"}
     assert patch["reputation"]["merchants_guild"] == {"score": 0, "standing": "hostile"}
-    events = _update(monkeypatch, capsys, records, None,
+    events = _update(monkeypatch, capsys, path, None,
                      {"input": {"changes": [{"faction": "Temple", "delta": 1}]}})
     assert events[-1]["ok"] is False
     assert events[0]["errorCode"] == "invalid_input" and "unknown faction 'Temple'" in events[0]["errorMessage"]
 
 
 class ListingStore(FlakyStore):
-    def __init__(self, kit, records: dict, broken: bool) -> None:
-        super().__init__(kit, records, None)
+    """With ``broken``, listing fails as the daemon's ExactMatch once did."""
+
+    def __init__(self, kit, path: Path, broken: bool) -> None:
+        super().__init__(kit, path, None)
         self.broken = broken
 
     def exact_match(self, data_type, filters=None, limit=0):
         if self.broken:
             raise self.kit.SkillFailure("store_error", "store ExactMatch: INTERNAL: TypeError: …")
-        return [self.get(data_type, key) for key in self.records]
+        return super().exact_match(data_type, filters, limit)
 
 
-def _query(monkeypatch, capsys, store_records: dict, broken: bool, request: dict) -> list[dict]:
+def _query(monkeypatch, capsys, path: Path, broken: bool, request: dict) -> list[dict]:
     module = _load("query-reputation")
-    store = ListingStore(module.kit, store_records, broken)
-    monkeypatch.setattr(module.kit, "Store", lambda: store)
+    monkeypatch.setattr(module.kit, "Store", lambda: ListingStore(module.kit, path, broken))
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(json.dumps(request).encode())))
     capsys.readouterr()
     assert module.kit.run("query-reputation", module.main) == 0
@@ -325,54 +364,23 @@ def _factions(events: list[dict]) -> list[str]:
     return [f["faction"] for f in log["fields"]["factions"]]
 
 
-def test_free_text_picks_the_factions_it_names_else_all_are_listed(monkeypatch, capsys):
-    records = {fid: {"factionId": fid, "currentScore": score, "lastUpdated": "2026-01-01T00:00:00Z"}
-               for fid, score in (("merchants_guild", -20.0), ("city_watch", 10.0), ("iron_bank", 60.0))}
-    asked = _query(monkeypatch, capsys, records, False,
+def test_free_text_picks_the_factions_it_names_else_all_are_listed(monkeypatch, capsys, tmp_path):
+    path = tmp_path / "rep.duckdb"
+    _seed(path, [{"factionId": fid, "currentScore": score, "lastUpdated": "2099-01-01T00:00:00Z",
+                  "decayRate": 0.0}
+                 for fid, score in (("merchants_guild", -20.0), ("city_watch", 10.0),
+                                    ("iron_bank", 60.0))])
+    asked = _query(monkeypatch, capsys, path, False,
                    {"input": {"query": "How do the merchants of the guild feel about me?"}})
     assert _factions(asked) == ["merchants_guild"] and asked[-1]["ok"] is True
-    assert _factions(_query(monkeypatch, capsys, records, False,
+    assert _factions(_query(monkeypatch, capsys, path, False,
                             {"input": {"query": "Will the watch let me pass?"}})) == ["city_watch"]
-    everyone = _query(monkeypatch, capsys, records, False, {"input": {"query": "what do people think of me"}})
+    everyone = _query(monkeypatch, capsys, path, False, {"input": {"query": "what do people think of me"}})
     assert _factions(everyone) == ["city_watch", "iron_bank", "merchants_guild"]
     assert "iron_bank: 60 (allied)" in everyone[-1]["summary"]
     # Listing broken in the store: the configured factions are read one by one, with a warning.
     monkeypatch.setenv("NARRATORIA_SKILL_CONFIG", json.dumps({"factions": ["Iron Bank", "Temple"]}))
-    fallback = _query(monkeypatch, capsys, records, True, {"input": {}})
+    fallback = _query(monkeypatch, capsys, path, True, {"input": {}})
     assert any(e.get("level") == "warn" and "cannot list factions" in e["message"] for e in fallback)
     assert _factions(fallback) == ["iron_bank", "temple"] and fallback[-1]["ok"] is True
     assert "Iron Bank: 60 (allied); Temple: 0 (neutral, no dealings yet)" in fallback[-1]["summary"]
-
-
-# ---- SC-008 benchmark (not a test: nothing asserts machine-dependent timings)
-#
-#   .venv/bin/python -c "import sys; sys.path[:0] = ['tests']; import test_skill_reputation as t; \
-#       print(t.benchmark_query())"
-
-def benchmark_query(factions: int = 12, queries: int = 10) -> dict:
-    """Whole query-reputation invocations (process start, imports, Store calls, events)
-    as the executor timed them, for ``factions`` named factions and for listing."""
-    import statistics
-
-    names = [f"Faction {i}" for i in range(factions)]
-    d = Daemon("--planner", "pattern")
-    try:
-        with d.client() as client:
-            sid = client.create_session(title="bench").id
-            run_plan(client, sid, tool("u", "update-reputation",
-                                       changes=[{"faction": n, "delta": 5 + i} for i, n in enumerate(names)]))
-            named, one, store = [], [], []
-            for _ in range(queries):
-                events = run_plan(client, sid, tool("q", "query-reputation", factions=names),
-                                  {**tool("o", "query-reputation", faction=names[0]), "dependencies": ["q"]})
-                got = finished(events)
-                assert got["q"].ok and got["o"].ok
-                named.append(got["q"].duration_ms)
-                one.append(got["o"].duration_ms)
-                store.append(next(ev for ev in tool_events(events, "o")
-                                  if ev["type"] == "log")["fields"]["storeMs"])
-    finally:
-        d.stop()
-    return {f"{factions}_factions_ms": {"median": statistics.median(named), "max": max(named)},
-            "one_faction_ms": {"median": statistics.median(one), "max": max(one)},
-            "one_faction_store_ms": {"median": statistics.median(store), "max": max(store)}}
