@@ -169,8 +169,8 @@ def _outcomes(outcome: TurnOutcome) -> list[str]:
 
 
 def _payload(ui: dict[str, Any]) -> dict[str, Any]:
-    """A ui_event's payload (protocol v0's field; "data" accepted from older skills)."""
-    payload = ui.get("payload") or ui.get("data")
+    """A ui_event's payload (protocol v0), or {} when it has none."""
+    payload = ui.get("payload")
     return payload if isinstance(payload, dict) else {}
 
 

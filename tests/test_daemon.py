@@ -84,6 +84,7 @@ def done_of(events: list[pb.TurnEvent]) -> pb.TurnDone:
 
 
 def test_a_turn_streams_every_step_and_the_session_remembers_it(daemon):
+    assert daemon.socket.stat().st_mode & 0o777 == 0o600  # only its owner may connect
     with daemon.client() as client:
         session = client.create_session(title="e2e")
         events = play(client, session.id, text="I roll 2d6 to climb the wall")

@@ -9,16 +9,15 @@ import importlib.machinery
 import importlib.util
 import io
 import json
-import os
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 import msgspec
 import pytest
 
 from conftest import REPO
+from skill_plans import finished, run_plan, run_script, tool_events
 from test_daemon import Daemon, done_of, kinds
 
 SKILL = REPO / "skills" / "reputation"
@@ -33,26 +32,8 @@ def daemon():
     assert d.stop() == 0
 
 
-def run_plan(client, session_id: str, *tools: dict) -> list:
-    plan = {"requestId": f"rep-{uuid.uuid4().hex[:8]}", "narrative": "So be it.", "tools": list(tools)}
-    return list(client.turn(session_id, plan_json=json.dumps(plan), execute_only=True))
-
-
 def tool(tool_id: str, script: str, **input_: object) -> dict:
     return {"toolId": tool_id, "toolPath": f"reputation/{script}", "input": input_}
-
-
-def finished(events: list) -> dict[str, object]:
-    out: dict[str, object] = {}
-    for e in events:
-        if e.WhichOneof("event") == "tool_finished":
-            out.setdefault(e.tool_finished.tool_id, e.tool_finished)
-    return out
-
-
-def tool_events(events: list, tool_id: str) -> list[dict]:
-    return [json.loads(e.tool_event.event_json) for e in events
-            if e.WhichOneof("event") == "tool_event" and e.tool_event.tool_id == tool_id]
 
 
 def reported(events: list, tool_id: str) -> dict[str, dict]:
@@ -166,13 +147,7 @@ def test_bad_input_is_an_error_event_and_a_failed_done(daemon, script, input_, f
 
 
 def _run_script(script: str, stdin: bytes, **env: str) -> list[dict]:
-    base = {k: v for k, v in os.environ.items()
-            if k not in ("NARRATORIA_ADDRESS", "NARRATORIA_SKILL_TOKEN")}
-    proc = subprocess.run([str(SCRIPTS / script)], input=stdin, capture_output=True, timeout=60,
-                          env={**base, "PYTHONDONTWRITEBYTECODE": "1", **env})
-    assert proc.returncode == 0, proc.stderr
-    assert b"Traceback" not in proc.stderr, proc.stderr
-    return [json.loads(line) for line in proc.stdout.decode().splitlines()]
+    return run_script(SCRIPTS / script, stdin, **env)
 
 
 @pytest.mark.parametrize("script", ["update-reputation", "query-reputation"])

@@ -1,0 +1,42 @@
+"""Helpers for skill tests: fixed plans through a real daemon, and scripts run alone."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import uuid
+from pathlib import Path
+
+
+def run_plan(client, session_id: str, *tools: dict, narrative: str = "So be it.") -> list:
+    """The events of an execute-only turn running ``tools`` as one plan."""
+    plan = {"requestId": f"test-{uuid.uuid4().hex[:8]}", "narrative": narrative,
+            "tools": list(tools)}
+    return list(client.turn(session_id, plan_json=json.dumps(plan), execute_only=True))
+
+
+def finished(events: list) -> dict[str, object]:
+    """The first tool_finished of each tool (a replan may run others after it)."""
+    out: dict[str, object] = {}
+    for e in events:
+        if e.WhichOneof("event") == "tool_finished":
+            out.setdefault(e.tool_finished.tool_id, e.tool_finished)
+    return out
+
+
+def tool_events(events: list, tool_id: str) -> list[dict]:
+    return [json.loads(e.tool_event.event_json) for e in events
+            if e.WhichOneof("event") == "tool_event" and e.tool_event.tool_id == tool_id]
+
+
+def run_script(path: Path, stdin: bytes, **env: str) -> list[dict]:
+    """A skill script run alone (no daemon address or token), its events parsed: it must
+    exit 0 and never print a traceback, whatever it was given."""
+    base = {k: v for k, v in os.environ.items()
+            if k not in ("NARRATORIA_ADDRESS", "NARRATORIA_SKILL_TOKEN")}
+    proc = subprocess.run([str(path)], input=stdin, capture_output=True, timeout=60,
+                          env={**base, "PYTHONDONTWRITEBYTECODE": "1", **env})
+    assert proc.returncode == 0, proc.stderr
+    assert b"Traceback" not in proc.stderr, proc.stderr
+    return [json.loads(line) for line in proc.stdout.decode().splitlines()]
