@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -40,3 +41,31 @@ def run_script(path: Path, stdin: bytes, **env: str) -> list[dict]:
     assert proc.returncode == 0, proc.stderr
     assert b"Traceback" not in proc.stderr, proc.stderr
     return [json.loads(line) for line in proc.stdout.decode().splitlines()]
+
+
+def failed_on_bad_input(client, session_id: str, tool: dict, field: str) -> list[dict]:
+    """Runs ``tool`` (given bad input) alone and checks how it failed: an ``error`` event
+    ``invalid_input`` naming ``field``, and only failed ``done``s. Returns its events."""
+    events = run_plan(client, session_id, {**tool, "required": False})
+    result = finished(events)[tool["toolId"]]
+    assert not result.ok and field in result.error
+    emitted = tool_events(events, tool["toolId"])
+    errors = [ev for ev in emitted if ev["type"] == "error"]
+    assert errors and errors[0]["errorCode"] == "invalid_input"
+    assert errors[0]["details"]["field"] == field
+    dones = [ev["ok"] for ev in emitted if ev["type"] == "done"]
+    assert dones and not any(dones)
+    return emitted
+
+
+def skills_check(skill: Path, **env: str) -> dict:
+    """``narratoria skills check SKILL --json`` must pass; returns the skill's report."""
+    narratoria = Path(sys.executable).parent / "narratoria"
+    proc = subprocess.run([str(narratoria), "skills", "check", str(skill), "--json"],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **env})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["ok"] is True, report
+    [checked] = report["skills"]
+    return checked

@@ -5,19 +5,15 @@ service, driven by fixed plans (execute_only, no narration)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from conftest import REPO
-from skill_plans import finished, run_plan, run_script, tool_events
-from test_daemon import Daemon, done_of, kinds
+from skill_plans import failed_on_bad_input, finished, run_plan, run_script, skills_check, tool_events
+from test_daemon import Daemon, done_of
 
 SKILL = REPO / "skills" / "memory"
-NARRATORIA = Path(sys.executable).parent / "narratoria"
 
 MEMORIES = [
     {"summary": "The player helped the blacksmith Aldric repair his cracked anvil",
@@ -165,17 +161,8 @@ def test_another_sessions_memories_are_not_recalled(daemon, remembered):
 def test_bad_input_is_an_error_event_and_a_failed_done(daemon, script, input_, field):
     with daemon.client() as client:
         session = client.create_session(title="bad input")
-        events = run_plan(client, session.id, {**tool("bad", script, **input_), "required": False})
-    result = finished(events)["bad"]
-    assert not result.ok and field in result.error
-    emitted = tool_events(events, "bad")
-    errors = [ev for ev in emitted if ev["type"] == "error"]
-    assert errors and errors[0]["errorCode"] == "invalid_input"
-    assert errors[0]["details"]["field"] == field
-    # Every attempt (the skill's retry policy allows one retry) ends the same way.
-    dones = [ev["ok"] for ev in emitted if ev["type"] == "done"]
-    assert dones and not any(dones)
-    assert kinds(events)[-1] == "done"
+        # Every attempt (the skill's retry policy allows one retry) ends the same way.
+        failed_on_bad_input(client, session.id, tool("bad", script, **input_), field)
 
 
 def _run_script(script: str, stdin: bytes, **env: str) -> list[dict]:
@@ -212,11 +199,7 @@ def test_a_forged_token_is_refused_in_protocol(daemon):
 
 
 def test_skills_check_passes():
-    proc = subprocess.run([str(NARRATORIA), "skills", "check", str(SKILL), "--json"],
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    report = json.loads(proc.stdout)
-    assert report["ok"] is True, report
+    assert not skills_check(SKILL)["findings"]
 
 
 # ---- SC-007 benchmark (not a test: timings depend on the machine, so nothing asserts them)

@@ -9,7 +9,6 @@ import importlib.machinery
 import importlib.util
 import io
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -17,12 +16,11 @@ import msgspec
 import pytest
 
 from conftest import REPO
-from skill_plans import finished, run_plan, run_script, tool_events
-from test_daemon import Daemon, done_of, kinds
+from skill_plans import failed_on_bad_input, finished, run_plan, run_script, skills_check, tool_events
+from test_daemon import Daemon, done_of
 
 SKILL = REPO / "skills" / "reputation"
 SCRIPTS = SKILL / "scripts"
-NARRATORIA = Path(sys.executable).parent / "narratoria"
 
 
 @pytest.fixture(scope="module")
@@ -132,15 +130,8 @@ def test_a_query_naming_no_faction_lists_them_and_free_text_picks_the_named_ones
 def test_bad_input_is_an_error_event_and_a_failed_done(daemon, script, input_, field):
     with daemon.client() as client:
         session = client.create_session(title="bad input")
-        events = run_plan(client, session.id, {**tool("bad", script, **input_), "required": False})
-        result = finished(events)["bad"]
-        assert not result.ok and field in result.error
-        emitted = tool_events(events, "bad")
-        errors = [ev for ev in emitted if ev["type"] == "error"]
-        assert errors and errors[0]["errorCode"] == "invalid_input"
-        assert errors[0]["details"]["field"] == field
+        emitted = failed_on_bad_input(client, session.id, tool("bad", script, **input_), field)
         assert [ev["ok"] for ev in emitted if ev["type"] == "done"] == [False]  # no retry
-        assert kinds(events)[-1] == "done"
         # Nothing was written: a batch with one bad change changes no faction.
         check = run_plan(client, session.id, tool("named", "query-reputation", factions=["Watch"]))
         assert not reported(check, "named")["watch"]["recorded"]
@@ -169,10 +160,7 @@ def test_a_forged_token_is_refused_in_protocol(daemon):
 
 
 def test_skills_check_passes():
-    proc = subprocess.run([str(NARRATORIA), "skills", "check", str(SKILL), "--json"],
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert json.loads(proc.stdout)["ok"] is True
+    assert not skills_check(SKILL)["findings"]
 
 
 # ---- all or nothing, in-process: the real persistence layer with a failure injected
