@@ -530,7 +530,8 @@ def cmd_eval_planner(args: argparse.Namespace) -> int:
     from narratoria.runtime.planner import evaluate as ev
 
     registry = SkillRegistry([builtin_skills_dir()])
-    scripts = tuple(registry.scripts())
+    # Every built-in skill by default: a score should not depend on this machine's settings.
+    scripts = tuple(registry.scripts(include_disabled=not args.enabled_only))
     try:  # the dataset is checked before the model is loaded
         cases = ev.load_dataset(args.dataset, {s.skill for s in scripts})
     except ev.DatasetError as exc:
@@ -798,6 +799,8 @@ def build_parser() -> argparse.ArgumentParser:
     ep.add_argument("--dataset", required=True, metavar="FILE.jsonl")
     ep.add_argument("--model", metavar="PATH", help="the GGUF model (default: SmolLM2-135M)")
     ep.add_argument("--limit", type=_positive_int, metavar="N", help="run the first N cases")
+    ep.add_argument("--enabled-only", action="store_true",
+                    help="offer only the skills enabled here (default: every built-in skill)")
     ep.add_argument("--no-warmup", action="store_true",
                     help="time the first plan cold too (default: one untimed plan first)")
     ep.add_argument("--json", action="store_true", help="print only the report as JSON")

@@ -13,7 +13,8 @@ from narratoria.runtime.planner.base import PlanRequest, PlanShape
 from narratoria.runtime.planner.grammar import explicit_values, plan_schema
 from narratoria.runtime.planner.model import ModelPlanner
 from narratoria.runtime.planner.routed import RoutedPlanner, routed_planner
-from narratoria.runtime.planner.router import SkillRouter, fit_logistic
+from narratoria.runtime.planner.router import (SkillRouter, build_vocabulary, clauses, fit_logistic,
+                                              lexical, word_features)
 from narratoria.runtime.skills.discovery import SkillError, load_skill
 from narratoria.runtime.skills.registry import SkillRegistry
 
@@ -152,3 +153,40 @@ def test_routes_carry_the_probability_they_were_chosen_by(router, scripts):
         route = router.route(text, scripts).routes[0]
         assert 0.0 <= route.probability <= 1.0
         assert route.chosen == (route.probability >= router.choose_at)
+
+
+def test_a_compound_turn_routes_each_of_its_clauses(registry):
+    every = tuple(registry.scripts(include_disabled=True))
+    router = SkillRouter(shared_local(), skills=lambda name, _script: registry.get(name))
+    text = "I try to pick the lock on the gate; what did the smuggler tell us about the guards?"
+    assert clauses(text) == ["I try to pick the lock on the gate",
+                             "what did the smuggler tell us about the guards"]
+    assert clauses("I pick the lock") == []
+    chosen = router.route(text, every).chosen
+    assert "dice-roller" in chosen and "memory" in chosen
+    # Neither skill reads the whole sentence alone as clearly as its own clause.
+    assert router.route("What did the smuggler tell us about the guards?", every).chosen == ["memory"]
+
+
+def test_word_features_keep_the_intent_words():
+    features = word_features("Roll for it, and remember the rolling dice!")
+    assert {"roll", "remember", "dice", "roll_for"} <= features
+    assert "the" not in features and "for" not in features  # stop words, alone
+    vocabulary = build_vocabulary(["roll the dice", "remember the name"])
+    vector = lexical("Roll again", vocabulary)
+    assert vector[vocabulary["roll"]] > 0 and np.count_nonzero(vector) == 1
+
+
+def test_with_more_features_than_examples_the_fit_is_still_the_optimum():
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(30, 200))
+    y = (x[:, 0] + 0.5 * rng.normal(size=30) > 0).astype(float)
+    c = 4.0
+    w = fit_logistic(x, y, c=c)
+    # The gradient of the objective fit_logistic minimises vanishes at its answer.
+    sample = np.where(y > 0.5, len(y) / (2 * y.sum()), len(y) / (2 * (len(y) - y.sum())))
+    xb = np.hstack([x, np.ones((30, 1))])
+    p = 1 / (1 + np.exp(-(xb @ w)))
+    penalty = np.full(201, 1 / c)
+    penalty[-1] = 0
+    assert np.max(np.abs(xb.T @ (sample * (p - y)) + penalty * w)) < 1e-6

@@ -343,10 +343,11 @@ class EvalReport:
 
 
 def builtin_scripts() -> tuple[SkillScript, ...]:
-    """Every script of the built-in skills: what the evaluation offers the planner."""
+    """Every script of the built-in skills, those switched off included: what the
+    evaluation offers the planner, whatever this machine's settings say."""
     from ..skills.registry import SkillRegistry, builtin_skills_dir
 
-    return tuple(SkillRegistry([builtin_skills_dir()]).scripts())
+    return tuple(SkillRegistry([builtin_skills_dir()]).scripts(include_disabled=True))
 
 
 def default_planner(model_path: Path | str | None = None, skills: Any = None) -> Planner:
