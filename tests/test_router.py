@@ -190,3 +190,24 @@ def test_with_more_features_than_examples_the_fit_is_still_the_optimum():
     penalty = np.full(201, 1 / c)
     penalty[-1] = 0
     assert np.max(np.abs(xb.T @ (sample * (p - y)) + penalty * w)) < 1e-6
+
+
+def test_each_chosen_skill_is_called_once_in_order(registry):
+    every = tuple(registry.scripts(include_disabled=True))
+    shape = PlanShape(only=frozenset({"dice-roller", "memory"}), each=("dice-roller", "memory"),
+                      narrative=False)
+    tools = plan_schema(every, shape=shape)["properties"]["tools"]
+    dice_branch, memory_branches = tools["prefixItems"]
+    assert dice_branch["properties"]["tool"] == {"const": "dice-roller/roll-dice"}
+    assert {b["properties"]["tool"]["const"] for b in memory_branches["anyOf"]} == {
+        "memory/recall-memory", "memory/store-memory"}
+    with pytest.raises(ValueError, match="not offered"):
+        plan_schema(every, shape=PlanShape(only=frozenset({"dice-roller"}), each=("memory",)))
+
+
+def test_a_compound_turn_plans_a_call_for_each_skill_it_needs(routed, registry):
+    every = tuple(registry.scripts(include_disabled=True))
+    text = "I try to pick the lock on the gate; what did the smuggler tell us about the guards?"
+    plan = asyncio.run(routed.generate(PlanRequest(text, every)))
+    assert [t.toolPath.split("/")[0] for t in plan.tools] == routed.last_routing.chosen
+    assert {"dice-roller", "memory"} <= set(routed.last_routing.chosen)

@@ -32,6 +32,7 @@ class PlanShape:
     only: frozenset[str] | None = None   # skills the plan may call (None: every offered one)
     min_tools: int = 0                   # the plan must call at least this many
     max_tools: int | None = None         # and at most this many (None: the planner's cap)
+    each: tuple[str, ...] = ()           # the plan calls each of these skills once, in order
     essential_inputs: bool = False       # inputs limited to required and example fields
     narrative: bool = True               # the plan carries its one-sentence narrative
     # script ref -> {field: value} the player spelled out ("roll 2d6"): fixed in the grammar

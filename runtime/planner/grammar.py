@@ -306,24 +306,21 @@ def plan_schema(scripts: Sequence[SkillScript], *, max_tools: int = MAX_TOOLS,
     narrowed by ``shape`` (see :class:`.base.PlanShape`)."""
     if shape.only is not None:
         scripts = [s for s in scripts if s.skill in shape.only]
-    branches = [
-        {
-            "type": "object",
-            # "tool" comes first so the model names the script before writing its input.
-            "properties": {"tool": {"const": s.ref},
-                           "input": script_input_schema(s, essential=shape.essential_inputs,
-                                                        fixed=shape.fixed.get(s.ref))},
-            "required": ["tool", "input"],
-            "additionalProperties": False,
-        }
-        for s in sorted(scripts, key=lambda s: s.ref)
-    ]
-    if shape.max_tools is not None:
-        max_tools = min(max_tools, shape.max_tools)
-    tools: dict[str, Any] = {"type": "array", "maxItems": max_tools if branches else 0}
-    if branches and shape.min_tools:
-        tools["minItems"] = min(shape.min_tools, max_tools)
-    tools["items"] = {"anyOf": branches} if branches else dict(EMPTY_OBJECT)
+    by_skill: dict[str, list[dict[str, Any]]] = {}
+    for s in sorted(scripts, key=lambda s: s.ref):
+        by_skill.setdefault(s.skill, []).append(_tool_branch(s, shape))
+    branches = [b for skill_branches in by_skill.values() for b in skill_branches]
+    if shape.each:
+        # One call per skill the router chose: left a choice, this model calls one
+        # of two chosen skills and drops the other (or calls the first one twice).
+        missing = [skill for skill in shape.each if skill not in by_skill]
+        if missing:
+            raise ValueError(f"PlanShape.each names skills not offered: {missing}")
+        tools: dict[str, Any] = {"type": "array", "prefixItems": [
+            {"anyOf": by_skill[skill]} if len(by_skill[skill]) > 1 else by_skill[skill][0]
+            for skill in shape.each]}
+    else:
+        tools = _tools_array(branches, max_tools, shape)
     if not shape.narrative:
         return {"type": "object", "properties": {"tools": tools}, "required": ["tools"],
                 "additionalProperties": False}
@@ -336,6 +333,29 @@ def plan_schema(scripts: Sequence[SkillScript], *, max_tools: int = MAX_TOOLS,
         "required": ["tools", "narrative"],
         "additionalProperties": False,
     }
+
+
+def _tool_branch(script: SkillScript, shape: PlanShape) -> dict[str, Any]:
+    return {
+        "type": "object",
+        # "tool" comes first so the model names the script before writing its input.
+        "properties": {"tool": {"const": script.ref},
+                       "input": script_input_schema(script, essential=shape.essential_inputs,
+                                                    fixed=shape.fixed.get(script.ref))},
+        "required": ["tool", "input"],
+        "additionalProperties": False,
+    }
+
+
+def _tools_array(branches: list[dict[str, Any]], max_tools: int,
+                 shape: PlanShape) -> dict[str, Any]:
+    if shape.max_tools is not None:
+        max_tools = min(max_tools, shape.max_tools)
+    tools: dict[str, Any] = {"type": "array", "maxItems": max_tools if branches else 0}
+    if branches and shape.min_tools:
+        tools["minItems"] = min(shape.min_tools, max_tools)
+    tools["items"] = {"anyOf": branches} if branches else dict(EMPTY_OBJECT)
+    return tools
 
 
 _WORD_EDGES = "\"'.,;:!?()[]{}"

@@ -63,9 +63,11 @@ class RoutedPlanner:
         # spelled out, and drops the plan's sentence (the narrator writes the turn).
         fixed = {s.ref: values for s in offered if s.skill in chosen
                  if (values := explicit_values(s, request.player_input))}
-        # One call per chosen skill: left more room, this model repeats a call.
-        shape = PlanShape(only=frozenset(chosen), min_tools=1, max_tools=len(chosen),
-                          essential_inputs=True, narrative=False, fixed=fixed)
+        # One call per chosen skill: left more room, this model repeats a call; left
+        # the choice, it calls one of two chosen skills.
+        shape = PlanShape(only=frozenset(chosen), each=tuple(chosen), min_tools=len(chosen),
+                          max_tools=len(chosen), essential_inputs=True, narrative=False,
+                          fixed=fixed)
         return await self.model.generate(replace(request, hints=tuple(chosen)), shape)
 
     def warm(self, request: PlanRequest) -> float:

@@ -265,15 +265,23 @@ _WORD = re.compile(r"[a-z0-9]+")
 def _stem(word: str) -> str:
     for suffix in ("ing", "ed", "es", "s"):
         if len(word) > len(suffix) + 3 and word.endswith(suffix):
-            return word[:-len(suffix)]
-    return word
+            word = word[:-len(suffix)]
+            break
+    # "save" and "saving", "narrate" and "narrated" meet at "sav", "narrat".
+    return word[:-1] if len(word) > 4 and word.endswith("e") else word
+
+
+_DIGITS = re.compile(r"[0-9]+")
 
 
 def word_features(text: str) -> set[str]:
-    """Stemmed words (stop words left out) and every pair of neighbouring words."""
-    words = [_stem(w) for w in _WORD.findall(text.lower())]
+    """Stemmed words (stop words left out), every pair of neighbouring words, and the
+    shape of words with digits ("d100", "2d6" read as "d9", "9d9")."""
+    raw = _WORD.findall(text.lower())
+    words = [_stem(w) for w in raw]
     return ({w for w in words if w not in _STOP_WORDS}
-            | {f"{a}_{b}" for a, b in zip(words, words[1:])})
+            | {f"{a}_{b}" for a, b in zip(words, words[1:])}
+            | {"#" + _DIGITS.sub("9", w) for w in raw if _DIGITS.search(w)})
 
 
 def build_vocabulary(texts: Sequence[str]) -> dict[str, int]:
