@@ -476,6 +476,78 @@ def cmd_skills_enable(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- campaigns ---------------------------------------------------------------------------
+# Local commands: the campaign folder is read here. Imported when used, so the
+# other commands do not pay for tiktoken, DuckDB or the embedder.
+
+def _problem_docs(problems) -> list[dict[str, Any]]:
+    return [{"file": p.file, "line": p.line, "field": p.field, "message": p.message,
+             "severity": p.severity} for p in problems]
+
+
+def cmd_campaigns_validate(args: argparse.Namespace) -> int:
+    from narratoria.runtime.campaign import validate
+
+    report = validate(Path(args.path))
+    if args.json:
+        m = report.manifest
+        _print_json({"ok": report.ok, "path": str(report.root),
+                     "campaign": None if m is None else {"id": m.id, "title": m.title,
+                                                         "version": m.version},
+                     "files": len(report.files), "problems": _problem_docs(report.problems)})
+    else:
+        for problem in report.problems:  # paths from here, so an editor can jump to them
+            print(f"{Path(args.path) / problem.file}:{problem.line}: {problem.field}: "
+                  f"{problem.message}" + (" (warning)" if problem.severity == "warning" else ""))
+        verdict = "valid" if report.ok else "invalid"
+        print(f"{args.path}: {verdict}: {len(report.errors)} error(s), "
+              f"{len(report.warnings)} warning(s), {len(report.files)} file(s)",
+              file=sys.stderr if report.problems else sys.stdout)
+    return 0 if report.ok else 1
+
+
+def cmd_campaigns_ingest(args: argparse.Namespace) -> int:
+    import duckdb
+
+    from narratoria.runtime.campaign import CampaignError, ingest
+    from narratoria.runtime.db import DB_FILENAME, connect
+    from narratoria.runtime.embedding import make_backend
+    from narratoria.runtime.store import PersistenceStore
+
+    data_dir = Path(args.data_dir) if args.data_dir else default_data_dir()
+    try:
+        con = connect(data_dir / DB_FILENAME)
+    except duckdb.IOException as exc:
+        return _fail(f"cannot open {data_dir / DB_FILENAME}: {exc} (a running daemon holds it: "
+                     "stop `narratoria serve` or pass another --data-dir)", 1)
+
+    def progress(phase: str, done: int, total: int) -> None:
+        if phase in ("files", "embedding") or done == total:
+            print(f"  {phase}: {done}/{total}", file=sys.stderr)
+
+    try:
+        with PersistenceStore(con, make_backend()) as store:
+            result = ingest(Path(args.path), store, progress=progress)
+    except CampaignError as exc:
+        if args.json:
+            _print_json({"status": "invalid", "problems": _problem_docs(exc.problems)})
+        for problem in exc.problems:
+            _err(str(problem))
+        return 1
+    finally:
+        con.close()
+    if args.json:
+        _print_json(result)
+    else:
+        print(f"{result.campaign_id} {result.version}: {result.total_files} file(s), "
+              f"{result.text_chunks} chunk(s) ({result.chunks_embedded} embedded, "
+              f"{result.chunks_reused} reused, {result.chunks_removed} removed), "
+              f"{result.binary_assets} asset(s) in {result.total_ingestion_ms:.0f} ms")
+        for warning in result.warnings:
+            print(f"  warning: {warning}")
+    return 0
+
+
 # -- bench -------------------------------------------------------------------------------
 
 def _emit_report(args: argparse.Namespace, report: dict[str, Any], write_markdown) -> int:
@@ -751,6 +823,24 @@ def build_parser() -> argparse.ArgumentParser:
         toggle.add_argument("--json", action="store_true")
         _add_skill_dirs(toggle)
         toggle.set_defaults(func=cmd_skills_enable)
+
+    campaigns = sub.add_parser("campaigns", help="check and ingest campaign folders")
+    campaigns_sub = campaigns.add_subparsers(dest="campaigns_command", metavar="ACTION",
+                                             required=True)
+    cval = campaigns_sub.add_parser(
+        "validate", help="every problem of a campaign folder, as file:line: field: message")
+    cval.add_argument("path", metavar="PATH", help="the campaign folder")
+    cval.add_argument("--json", action="store_true")
+    cval.set_defaults(func=cmd_campaigns_validate)
+    cing = campaigns_sub.add_parser(
+        "ingest", help="chunk, embed and store a campaign's lore (progress on stderr)",
+        description="Validates the campaign, then stores its chunks in the data dir's database "
+                    "(the daemon must not be running). Unchanged files are not re-embedded.")
+    cing.add_argument("path", metavar="PATH", help="the campaign folder")
+    cing.add_argument("--data-dir", metavar="DIR", help="where the database is (default: the "
+                                                        "data dir)")
+    cing.add_argument("--json", action="store_true", help="print the completion record")
+    cing.set_defaults(func=cmd_campaigns_ingest)
 
     bench = sub.add_parser("bench", help="benchmarks (results can be appended to BENCHMARKS.md)")
     bench_sub = bench.add_subparsers(dest="bench_command", metavar="SUITE", required=True)

@@ -698,3 +698,24 @@ def test_every_query_is_monitored_and_logged(store, caplog):
     small.close()
     with pytest.raises(StoreError, match="closed"):
         small.playthrough("p").exact_match("memory_event")
+
+
+def test_replace_many_swaps_records_in_one_transaction(store):
+    pt = store.playthrough("campaign:swap")
+    old = pt.store_many("lore_chunk", [lore("The tower stands.", 0, id="a"),
+                                       lore("Merlin is old.", 1, id="b")])
+    assert [r.id for r in old] == ["a", "b"]
+    # A change to a record that is not there fails the whole swap: nothing is inserted,
+    # nothing removed.
+    with pytest.raises(RecordNotFound):
+        pt.replace_many("lore_chunk", [lore("Merlin is young.", 1, id="c")], remove=["b"],
+                        changes={"zzz": {"campaign_version": "2"}})
+    assert sorted(r.id for r in pt.exact_match("lore_chunk", {})) == ["a", "b"]
+    with pytest.raises(RecordError, match="content"):
+        pt.replace_many("lore_chunk", [], changes={"a": {"content": "new text"}})
+    new = pt.replace_many("lore_chunk", [lore("Merlin is young.", 1, id="c")], remove=["b"],
+                          changes={"a": {"campaign_version": "2"}})
+    assert [r.id for r in new] == ["c"]
+    after = {r.id: r for r in pt.exact_match("lore_chunk", {})}
+    assert sorted(after) == ["a", "c"] and after["a"].campaign_version == "2"
+    assert pt.semantic_search("Merlin is young.", "lore_chunk", limit=1)[0].record.id == "c"

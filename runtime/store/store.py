@@ -395,6 +395,38 @@ class Playthrough:
         """
         return self._insert(data_type, list(records), "store_many")
 
+    def replace_many(self, data_type: DataType | str, records: Sequence[Record | Mapping[str, Any]],
+                     *, remove: Sequence[str] = (),
+                     changes: Mapping[str, Mapping[str, Any]] | None = None) -> list[Record]:
+        """Delete the keys in ``remove``, change fields of other records (``changes``, by
+        key; never an embedded text) and insert ``records``, in one transaction: a reader
+        sees the set before or the set after, never a mix (a campaign's version swap).
+        Returns the inserted records."""
+        spec = _spec(data_type)
+        for key in remove:
+            _check_key(spec, key)
+        checked = {key: _check_changes(spec, fields) for key, fields in (changes or {}).items()}
+        for key in checked:
+            _check_key(spec, key)
+        if spec.text_field and any(spec.text_field in fields for fields in checked.values()):
+            raise RecordError(f"{camel(spec.text_field)}: replace_many changes no embedded text "
+                              "(use update)")
+
+        def swap(cur: duckdb.DuckDBPyConnection) -> None:
+            where, params = scoped_where(spec.data_type, self._id)
+            for key in remove:
+                cur.execute(f'DELETE FROM {spec.table} WHERE {where} AND "{spec.key}" = ?',
+                            params + [key])
+            for key, fields in checked.items():
+                current = self._locked_get(cur, spec, key)
+                if current is None:
+                    raise RecordNotFound(f"{spec.data_type.value} {key!r} not found in "
+                                         f"playthrough {self._id!r}")
+                merged, names = _merge(spec, current, fields)
+                self._rewrite(cur, spec, key, merged, names, None)
+
+        return self._insert(data_type, list(records), "replace_many", swap)
+
     def update(self, data_type: DataType | str, key: str, changes: Mapping[str, Any]) -> Record:
         """Change fields of one record atomically; the merged record is validated as a whole.
 
@@ -504,7 +536,8 @@ class Playthrough:
     # -- helpers ----------------------------------------------------------------------------
 
     def _insert(self, data_type: DataType | str, records: list[Record | Mapping[str, Any]],
-                operation: str) -> list[Record]:
+                operation: str,
+                first: Callable[[duckdb.DuckDBPyConnection], None] | None = None) -> list[Record]:
         spec = _spec(data_type)
         store = self._store
         with store.monitor.measure(operation, spec.data_type.value, self._id) as stat:
@@ -518,13 +551,15 @@ class Playthrough:
                 started = time.perf_counter()
                 vectors = store._embed([getattr(r, spec.text_field) for r in owned])
                 stat.embed_ms = (time.perf_counter() - started) * 1000.0
-            if owned:
+            if owned or first is not None:
                 try:
                     with store._transaction() as cur:
+                        if first is not None:
+                            first(cur)
                         if len(owned) == 1:
                             insert_one(cur, spec, owned[0], None if vectors is None else vectors[0],
                                        store._model)
-                        else:
+                        elif owned:
                             insert_many(cur, spec, owned, vectors, store._model)
                 except duckdb.ConstraintException as exc:
                     raise DuplicateRecord(
