@@ -269,6 +269,12 @@ class StoreService(rpc.StoreServicer):
         return pb.RecordResponse(record_json=await _call(context, self.store.update.remote(
             pt, request.data_type, request.key, request.changes_json)))
 
+    async def AdjustScore(self, request: pb.AdjustScoreRequest,
+                          context: grpc.aio.ServicerContext) -> pb.RecordResponse:
+        pt = await self._playthrough(context)
+        return pb.RecordResponse(record_json=await _call(context, self.store.adjust_score.remote(
+            pt, request.data_type, request.key, request.delta, request.event)))
+
     async def Delete(self, request: pb.KeyRequest,
                      context: grpc.aio.ServicerContext) -> pb.DeleteResponse:
         pt = await self._playthrough(context)

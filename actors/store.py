@@ -102,6 +102,12 @@ class StoreActor:
         changes = _doc(changes_json, "changes_json")
         return _json(self.store.playthrough(playthrough_id).update(data_type, key, changes))
 
+    def adjust_score(self, playthrough_id: str, data_type: str, key: str, delta: float,
+                     event: str) -> str:
+        record = self.store.playthrough(playthrough_id).adjust_score(
+            data_type, key, delta, event=event or None)
+        return _json(record)
+
     def delete(self, playthrough_id: str, data_type: str, key: str) -> bool:
         return self.store.playthrough(playthrough_id).delete(data_type, key)
 

@@ -188,6 +188,14 @@ def integer(value: Any, field: str, *, low: int, high: int) -> int | None:
     return value
 
 
+def boolean(value: Any, field: str, *, default: bool = False) -> bool:
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise invalid(field, f"expected true or false, got {describe(value)}")
+    return value
+
+
 def timestamp(value: Any, field: str) -> datetime | None:
     """An ISO 8601 date or date-time (``Z`` or an offset; none means UTC), as aware UTC."""
     if value is None:
@@ -331,6 +339,14 @@ class Store:
     def update(self, data_type: str, key: str, changes: dict[str, Any]) -> dict[str, Any]:
         reply = self._call("Update", self.pb.UpdateRequest(data_type=data_type, key=key,
                                                            changes_json=json.dumps(changes)))
+        return self._record(reply.record_json) or {}
+
+    def adjust_score(self, data_type: str, key: str, delta: float,
+                     event: str | None = None) -> dict[str, Any]:
+        """Add ``delta`` to the score decayed to now, clamped, in one store transaction
+        (a key not stored yet starts from 0); ``event`` joins an NPC's history."""
+        reply = self._call("AdjustScore", self.pb.AdjustScoreRequest(
+            data_type=data_type, key=key, delta=delta, event=event or ""))
         return self._record(reply.record_json) or {}
 
     def delete(self, data_type: str, key: str) -> bool:

@@ -401,6 +401,18 @@ class UpdateRequest(_message.Message):
     changes_json: str
     def __init__(self, data_type: _Optional[str] = ..., key: _Optional[str] = ..., changes_json: _Optional[str] = ...) -> None: ...
 
+class AdjustScoreRequest(_message.Message):
+    __slots__ = ("data_type", "key", "delta", "event")
+    DATA_TYPE_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    DELTA_FIELD_NUMBER: _ClassVar[int]
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    data_type: str
+    key: str
+    delta: float
+    event: str
+    def __init__(self, data_type: _Optional[str] = ..., key: _Optional[str] = ..., delta: _Optional[float] = ..., event: _Optional[str] = ...) -> None: ...
+
 class KeyRequest(_message.Message):
     __slots__ = ("data_type", "key")
     DATA_TYPE_FIELD_NUMBER: _ClassVar[int]

@@ -467,6 +467,11 @@ class StoreStub:
                 request_serializer=narratoria_dot_proto_dot_narratoria__pb2.UpdateRequest.SerializeToString,
                 response_deserializer=narratoria_dot_proto_dot_narratoria__pb2.RecordResponse.FromString,
                 _registered_method=True)
+        self.AdjustScore = channel.unary_unary(
+                '/narratoria.v1.Store/AdjustScore',
+                request_serializer=narratoria_dot_proto_dot_narratoria__pb2.AdjustScoreRequest.SerializeToString,
+                response_deserializer=narratoria_dot_proto_dot_narratoria__pb2.RecordResponse.FromString,
+                _registered_method=True)
         self.Delete = channel.unary_unary(
                 '/narratoria.v1.Store/Delete',
                 request_serializer=narratoria_dot_proto_dot_narratoria__pb2.KeyRequest.SerializeToString,
@@ -507,6 +512,13 @@ class StoreServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AdjustScore(self, request, context):
+        """Atomic read-decay-add-clamp-write of a score (faction_reputation, npc_perception).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Delete(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -542,6 +554,11 @@ def add_StoreServicer_to_server(servicer, server):
             'Update': grpc.unary_unary_rpc_method_handler(
                     servicer.Update,
                     request_deserializer=narratoria_dot_proto_dot_narratoria__pb2.UpdateRequest.FromString,
+                    response_serializer=narratoria_dot_proto_dot_narratoria__pb2.RecordResponse.SerializeToString,
+            ),
+            'AdjustScore': grpc.unary_unary_rpc_method_handler(
+                    servicer.AdjustScore,
+                    request_deserializer=narratoria_dot_proto_dot_narratoria__pb2.AdjustScoreRequest.FromString,
                     response_serializer=narratoria_dot_proto_dot_narratoria__pb2.RecordResponse.SerializeToString,
             ),
             'Delete': grpc.unary_unary_rpc_method_handler(
@@ -621,6 +638,33 @@ class Store:
             target,
             '/narratoria.v1.Store/Update',
             narratoria_dot_proto_dot_narratoria__pb2.UpdateRequest.SerializeToString,
+            narratoria_dot_proto_dot_narratoria__pb2.RecordResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AdjustScore(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/narratoria.v1.Store/AdjustScore',
+            narratoria_dot_proto_dot_narratoria__pb2.AdjustScoreRequest.SerializeToString,
             narratoria_dot_proto_dot_narratoria__pb2.RecordResponse.FromString,
             options,
             channel_credentials,

@@ -329,7 +329,7 @@ BAD_INPUTS = [
     (init("traits", "x", visibleTraits=[{"trait": "axe"}]), "input.visibleTraits[0].affinity",
      "required"),
     (init("seed", "x", seed="abc"), "input.seed", '"abc"'),
-    (init("when", "x", lastInteraction="yesterday"), "input.lastInteraction", "ISO-8601"),
+    (init("when", "x", lastInteraction="yesterday"), "input.lastInteraction", "ISO 8601"),
     (update("event", "x", "danced"), "input.event", "unknown event"),
     (update("mag", "x", "helped", magnitude="huge"), "input.magnitude", '"huge"'),
     (update("delta", "x", "custom", delta=90), "input.delta", "90"),
@@ -400,7 +400,42 @@ def test_bad_stdin_and_an_unreachable_or_refusing_store(perception_daemon, tmp_p
     nowhere = {"NARRATORIA_ADDRESS": f"unix://{tmp_path}/none.sock", "NARRATORIA_SKILL_TOKEN": "t"}
     events = run_script(name, request(**good), nowhere)
     assert failed_with(events) == "store_unavailable"
-    assert "unreachable" in events[-1]["summary"]
+    assert "UNAVAILABLE" in events[-1]["summary"]  # the gRPC status of an unreachable store
     forged = run_script(name, request(**good), live | {"NARRATORIA_SKILL_TOKEN": "forged"})
     assert failed_with(forged) == "store_denied"
     assert all(e.get("requestId") == "r1" for e in forged)
+
+
+# -- AdjustScore: the store's atomic score update ------------------------------------------
+
+def test_simultaneous_updates_of_one_npc_all_count(perception_daemon):
+    """update-perception adds its delta in one store transaction (AdjustScore): updates
+    of one NPC in one plan, run side by side, never overwrite each other."""
+    with perception_daemon.client() as client:
+        sid = client.create_session(title="perception atomic").id
+        run_plan(client, sid, [init("i", "tamsin", factionReputation=0, traitAffinity=0,
+                                    variance=0)])
+        results, _ = run_plan(client, sid, [update(f"u{i}", "tamsin", "helped") for i in range(4)])
+        assert all(r["ok"] for r in results.values()), results
+        check, _ = run_plan(client, sid, [query("q", npcId="tamsin")])
+        tamsin = npcs_of(check["q"])["tamsin"]
+        assert tamsin["score"] == pytest.approx(80, abs=0.05)
+        assert sum(e.startswith("helped +20") for e in tamsin["recentEvents"]) == 4
+
+
+def test_adjust_score_needs_a_live_skill_token(perception_daemon):
+    import grpc
+
+    from narratoria.proto import narratoria_pb2 as pb
+    from narratoria.proto import narratoria_pb2_grpc as rpc
+
+    channel = grpc.insecure_channel(f"unix://{perception_daemon.socket}")
+    try:
+        for token in ("forged", ""):
+            with pytest.raises(grpc.RpcError) as err:
+                rpc.StoreStub(channel).AdjustScore(
+                    pb.AdjustScoreRequest(data_type="npc_perception", key="x", delta=5),
+                    metadata=[("x-narratoria-skill-token", token)], timeout=30)
+            assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    finally:
+        channel.close()
