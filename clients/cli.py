@@ -548,6 +548,45 @@ def cmd_campaigns_ingest(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_campaigns_pack(args: argparse.Namespace) -> int:
+    from narratoria.runtime.campaign import CampaignError, pack
+
+    try:
+        result = pack(Path(args.path), Path(args.output))
+    except CampaignError as exc:
+        if args.json:
+            _print_json({"status": "invalid", "problems": _problem_docs(exc.problems)})
+        for problem in exc.problems:
+            _err(str(problem))
+        _err(f"{args.path}: not packed")
+        return 1
+    if args.json:
+        _print_json({"status": "packed", "output": str(result.output), "campaign": result.campaign_id,
+                     "version": result.version, "files": result.files, "bytes": result.bytes})
+    else:
+        print(result.output)
+    return 0
+
+
+def cmd_campaigns_list(args: argparse.Namespace) -> int:
+    from narratoria.runtime.campaign import builtin_campaigns_dir, list_campaigns, user_campaigns_dir
+
+    entries = list_campaigns()
+    if args.json:
+        _print_json({"builtinDir": str(builtin_campaigns_dir()), "userDir": str(user_campaigns_dir()),
+                     "campaigns": [{"source": e.source, "path": str(e.path), "kind": e.kind,
+                                    "id": e.id, "title": e.title, "version": e.version,
+                                    "valid": e.valid, "errors": e.errors, "warnings": e.warnings}
+                                   for e in entries]})
+        return 0
+    if not entries:
+        print(f"no campaigns (built-in: {builtin_campaigns_dir()}, user: {user_campaigns_dir()})")
+    for e in entries:
+        state = "valid" if e.valid else f"INVALID ({len(e.errors)} error(s))"
+        print(f"{e.id or '?'}\t{e.version or '?'}\t{e.title or '?'}\t[{e.source}] {e.path}\t{state}")
+    return 0
+
+
 # -- bench -------------------------------------------------------------------------------
 
 def _emit_report(args: argparse.Namespace, report: dict[str, Any], write_markdown) -> int:
@@ -824,23 +863,36 @@ def build_parser() -> argparse.ArgumentParser:
         _add_skill_dirs(toggle)
         toggle.set_defaults(func=cmd_skills_enable)
 
-    campaigns = sub.add_parser("campaigns", help="check and ingest campaign folders")
+    campaigns = sub.add_parser("campaigns", help="check, ingest, pack and list campaigns "
+                                                 "(folders or .narratoria/.zip packages)")
     campaigns_sub = campaigns.add_subparsers(dest="campaigns_command", metavar="ACTION",
                                              required=True)
     cval = campaigns_sub.add_parser(
         "validate", help="every problem of a campaign folder, as file:line: field: message")
-    cval.add_argument("path", metavar="PATH", help="the campaign folder")
+    cval.add_argument("path", metavar="PATH", help="the campaign folder or package")
     cval.add_argument("--json", action="store_true")
     cval.set_defaults(func=cmd_campaigns_validate)
     cing = campaigns_sub.add_parser(
         "ingest", help="chunk, embed and store a campaign's lore (progress on stderr)",
         description="Validates the campaign, then stores its chunks in the data dir's database "
                     "(the daemon must not be running). Unchanged files are not re-embedded.")
-    cing.add_argument("path", metavar="PATH", help="the campaign folder")
+    cing.add_argument("path", metavar="PATH", help="the campaign folder or package")
     cing.add_argument("--data-dir", metavar="DIR", help="where the database is (default: the "
                                                         "data dir)")
     cing.add_argument("--json", action="store_true", help="print the completion record")
     cing.set_defaults(func=cmd_campaigns_ingest)
+    cpack = campaigns_sub.add_parser(
+        "pack", help="write a valid campaign as a .narratoria package (prints its path)",
+        description="Validates first; hidden files are left out, symbolic links refused. The same "
+                    "folder always gives the same bytes.")
+    cpack.add_argument("path", metavar="DIR", help="the campaign folder")
+    cpack.add_argument("-o", "--output", metavar="NAME.narratoria", required=True)
+    cpack.add_argument("--json", action="store_true")
+    cpack.set_defaults(func=cmd_campaigns_pack)
+    clist = campaigns_sub.add_parser(
+        "list", help="built-in and user campaigns, with id, version, title and whether valid")
+    clist.add_argument("--json", action="store_true")
+    clist.set_defaults(func=cmd_campaigns_list)
 
     bench = sub.add_parser("bench", help="benchmarks (results can be appended to BENCHMARKS.md)")
     bench_sub = bench.add_subparsers(dest="bench_command", metavar="SUITE", required=True)

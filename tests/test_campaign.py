@@ -271,7 +271,7 @@ def test_a_file_that_is_not_utf8_is_an_error_at_its_line(tiny: Path):
 
 def test_a_path_that_is_not_a_folder_is_one_error(tmp_path: Path):
     report = validate(tmp_path / "missing")
-    assert [str(p) for p in report.problems] == [f".:1: -: {tmp_path / 'missing'} is not a folder"]
+    assert [str(p) for p in report.problems] == [f".:1: -: {tmp_path / 'missing'} is not a folder or a campaign package"]
     assert report.manifest is None and not report.ok
 
 

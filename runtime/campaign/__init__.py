@@ -2,15 +2,20 @@
 
 The ingestion phases of §6.2.15, one module each: ``discovery`` (phase 1),
 ``manifest`` and ``frontmatter`` (phase 2), ``chunking`` (phase 3), ``ingest``
-(phases 4, 6 and 10, through the persistence layer) and ``validate`` (§6.2.16).
+(phases 4, 6 and 10, through the persistence layer) and ``validate`` (§6.2.16);
+``package`` (opening ``.narratoria``/``.zip`` packages safely) and ``pack``
+(writing them), §6.3.3; ``catalog``, the campaigns a player can start (§6.3.6).
 Plain Python: the daemon's actors and the CLI call these functions.
 """
 
+from .catalog import CatalogEntry, builtin_campaigns_dir, list_campaigns, user_campaigns_dir
 from .chunking import MAX_TOKENS, Chunk, chunk_file, count_tokens
 from .discovery import CampaignFile, discover
 from .frontmatter import FileMetadata, read_metadata
 from .ingest import IngestResult, ingest
 from .manifest import Manifest, load_manifest
+from .pack import PackResult, pack
+from .package import is_package, open_campaign
 from .problems import CampaignError, Problem
 from .validate import ValidationReport, validate
 
@@ -18,17 +23,25 @@ __all__ = [
     "MAX_TOKENS",
     "CampaignError",
     "CampaignFile",
+    "CatalogEntry",
     "Chunk",
     "FileMetadata",
     "IngestResult",
     "Manifest",
+    "PackResult",
     "Problem",
     "ValidationReport",
+    "builtin_campaigns_dir",
     "chunk_file",
     "count_tokens",
     "discover",
     "ingest",
+    "is_package",
+    "list_campaigns",
     "load_manifest",
+    "open_campaign",
+    "pack",
     "read_metadata",
+    "user_campaigns_dir",
     "validate",
 ]

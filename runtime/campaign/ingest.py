@@ -36,6 +36,7 @@ import msgspec
 from ..grounding import lore_scope
 from ..store import LoreChunk, PersistenceStore
 from .chunking import Chunk, chunk_file
+from .package import open_campaign
 from .problems import CampaignError
 from .validate import validate
 
@@ -74,7 +75,15 @@ def file_digest(relative: str, data: bytes) -> str:
 
 
 def ingest(root: Path, store: PersistenceStore, *, progress: Progress | None = None) -> IngestResult:
-    """Validate, chunk, embed and store the campaign folder ``root``; CampaignError if invalid."""
+    """Validate, chunk, embed and store the campaign folder or package ``root``.
+
+    CampaignError if it is invalid (or, a package, unsafe to extract).
+    """
+    with open_campaign(Path(root)) as folder:
+        return _ingest_folder(folder, store, progress)
+
+
+def _ingest_folder(root: Path, store: PersistenceStore, progress: Progress | None) -> IngestResult:
     started = time.perf_counter()
     say = progress or (lambda phase, done, total: None)
     report = validate(Path(root))

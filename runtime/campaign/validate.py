@@ -21,6 +21,7 @@ from .chunking import load_structured
 from .discovery import SIDECAR_SUFFIX, CampaignFile, discover
 from .frontmatter import split_frontmatter, read_metadata
 from .manifest import Manifest, load_manifest
+from .package import is_package, open_campaign
 from .parsing import load_json
 from .problems import CampaignError, Problem
 
@@ -50,10 +51,23 @@ class ValidationReport:
 
 
 def validate(root: Path) -> ValidationReport:
-    """Every problem of the campaign folder ``root``, in file order."""
+    """Every problem of the campaign folder or package ``root``, in file order.
+
+    A package is extracted for the check and gone after it: its report's ``files``
+    name paths that no longer exist (callers that read them use ``open_campaign``).
+    """
     root = Path(root)
+    if is_package(root):
+        try:
+            with open_campaign(root) as folder:
+                report = validate(folder)
+        except CampaignError as exc:  # unsafe or unreadable: nothing inside was checked
+            return ValidationReport(root, None, [], exc.problems)
+        report.root = root
+        return report
     if not root.is_dir():
-        return ValidationReport(root, None, [], [Problem(".", 1, "-", f"{root} is not a folder")])
+        return ValidationReport(root, None, [], [Problem(".", 1, "-", f"{root} is not a folder "
+                                                                      "or a campaign package")])
     manifest, problems = None, []
     try:
         manifest = load_manifest(root)
