@@ -77,3 +77,13 @@ def _isolated_data(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("XDG_DATA_HOME", str(home / "data"))
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+
+
+@pytest.fixture(scope="module")
+def pattern_daemon():
+    """A daemon with the pattern planner (no model load), one per test module."""
+    from test_daemon import Daemon
+
+    d = Daemon("--planner", "pattern")
+    yield d
+    assert d.stop() == 0

@@ -274,12 +274,6 @@ def test_sigterm_stops_the_daemon_cleanly_and_sessions_resume_after_a_restart():
 NARRATORIA = Path(sys.executable).parent / "narratoria"
 
 
-@pytest.fixture(scope="module")
-def pattern_daemon():
-    d = Daemon("--planner", "pattern")
-    yield d
-    assert d.stop() == 0
-
 
 def cli(daemon: Daemon, *args: str, stdin: str = "") -> subprocess.CompletedProcess:
     env = {**os.environ, "NARRATORIA_ADDRESS": f"unix://{daemon.socket}"}

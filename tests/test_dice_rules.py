@@ -17,7 +17,7 @@ import sys
 import pytest
 
 from conftest import REPO
-from test_daemon import Daemon, done_of, kinds
+from test_daemon import done_of, kinds
 
 SCRIPT = REPO / "skills" / "dice-roller" / "scripts" / "roll-dice"
 
@@ -146,10 +146,8 @@ def test_without_a_store_the_npc_modifier_is_0_with_a_warning(tmp_path):
 # -- the perception modifier through a real store ----------------------------------------
 
 @pytest.fixture(scope="module")
-def rules_daemon():
-    d = Daemon("--planner", "pattern")
-    yield d
-    assert d.stop() == 0
+def rules_daemon(pattern_daemon):
+    return pattern_daemon
 
 
 def step(tool_id: str, tool_path: str, **input) -> dict:

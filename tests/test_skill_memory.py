@@ -30,10 +30,8 @@ MEMORIES = [
 
 
 @pytest.fixture(scope="module")
-def daemon():
-    d = Daemon("--planner", "pattern")
-    yield d
-    assert d.stop() == 0
+def daemon(pattern_daemon):
+    return pattern_daemon
 
 
 def tool(tool_id: str, script: str, **input_: object) -> dict:

@@ -18,17 +18,15 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from conftest import REPO
-from test_daemon import Daemon, done_of, kinds
+from test_daemon import done_of, kinds
 
 SKILL_DIR = REPO / "skills" / "npc-perception"
 SCRIPTS = SKILL_DIR / "scripts"
 
 
 @pytest.fixture(scope="module")
-def perception_daemon():
-    d = Daemon("--planner", "pattern")
-    yield d
-    assert d.stop() == 0
+def perception_daemon(pattern_daemon):
+    return pattern_daemon
 
 
 # -- helpers --------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import REPO
 from skill_plans import finished, run_plan, run_script, skills_check, tool_events
-from test_daemon import Daemon, done_of
+from test_daemon import done_of
 
 SKILL = REPO / "skills" / "player-choices"
 SCRIPTS = SKILL / "scripts"
@@ -25,10 +25,8 @@ SCENE = "The road ends at a courtyard where the city's old quarter begins."
 
 
 @pytest.fixture(scope="module")
-def daemon():
-    d = Daemon("--planner", "pattern")
-    yield d
-    assert d.stop() == 0
+def daemon(pattern_daemon):
+    return pattern_daemon
 
 
 # -- helpers --------------------------------------------------------------------------

@@ -17,17 +17,15 @@ import pytest
 
 from conftest import REPO
 from skill_plans import failed_on_bad_input, finished, run_plan, run_script, skills_check, tool_events
-from test_daemon import Daemon, done_of
+from test_daemon import done_of
 
 SKILL = REPO / "skills" / "reputation"
 SCRIPTS = SKILL / "scripts"
 
 
 @pytest.fixture(scope="module")
-def daemon():
-    d = Daemon("--planner", "pattern")
-    yield d
-    assert d.stop() == 0
+def daemon(pattern_daemon):
+    return pattern_daemon
 
 
 def tool(tool_id: str, script: str, **input_: object) -> dict:
