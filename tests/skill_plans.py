@@ -69,3 +69,27 @@ def skills_check(skill: Path, **env: str) -> dict:
     assert report["ok"] is True, report
     [checked] = report["skills"]
     return checked
+
+
+def run_by_tool(client, session_id: str, tools: list[dict],
+                narrative: str = "So be it.") -> tuple[dict, dict]:
+    """Run ``tools`` as one execute-only plan; return ({toolId: result}, final state).
+
+    A result holds ``ok``, ``summary`` and ``error`` (from tool_finished) and ``events``
+    (the tool's protocol events, in order).
+    """
+    events = run_plan(client, session_id, *tools, narrative=narrative)
+    kinds = [e.WhichOneof("event") for e in events]
+    assert "tool_finished" in kinds, kinds
+    results: dict[str, dict] = {t["toolId"]: {"events": []} for t in tools}
+    for e in events:
+        kind = e.WhichOneof("event")
+        if kind == "tool_event":
+            results[e.tool_event.tool_id]["events"].append(json.loads(e.tool_event.event_json))
+        elif kind == "tool_finished":
+            f = e.tool_finished
+            output = json.loads(f.output_json) if f.output_json else None
+            results[f.tool_id].update(ok=f.ok, error=f.error,
+                                      summary=(output or {}).get("summary", ""))
+    [done] = [e.done for e in events if e.WhichOneof("event") == "done"]
+    return results, json.loads(done.state_json)

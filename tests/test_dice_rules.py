@@ -17,7 +17,7 @@ import sys
 import pytest
 
 from conftest import REPO
-from test_daemon import done_of, kinds
+from skill_plans import run_by_tool as run_plan
 
 SCRIPT = REPO / "skills" / "dice-roller" / "scripts" / "roll-dice"
 
@@ -153,22 +153,6 @@ def rules_daemon(pattern_daemon):
 def step(tool_id: str, tool_path: str, **input) -> dict:
     return {"toolId": tool_id, "toolPath": tool_path, "input": input, "required": False,
             "retryPolicy": {"maxRetries": 0, "backoffMs": 0}}
-
-
-def run_plan(client, session_id: str, tools: list[dict]) -> tuple[dict, dict]:
-    plan = {"requestId": f"rules-{os.urandom(4).hex()}", "narrative": "Dice.", "tools": tools}
-    events = list(client.turn(session_id, plan_json=json.dumps(plan), execute_only=True))
-    assert "tool_finished" in kinds(events), kinds(events)
-    results: dict[str, dict] = {t["toolId"]: {"events": []} for t in tools}
-    for e in events:
-        kind = e.WhichOneof("event")
-        if kind == "tool_event":
-            results[e.tool_event.tool_id]["events"].append(json.loads(e.tool_event.event_json))
-        elif kind == "tool_finished":
-            output = json.loads(e.tool_finished.output_json or "null") or {}
-            results[e.tool_finished.tool_id].update(ok=e.tool_finished.ok,
-                                                    summary=output.get("summary", ""))
-    return results, json.loads(done_of(events).state_json)
 
 
 def dice_of(result: dict) -> dict:

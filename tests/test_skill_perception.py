@@ -18,7 +18,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from conftest import REPO
-from test_daemon import done_of, kinds
+from skill_plans import run_by_tool as run_plan
 
 SKILL_DIR = REPO / "skills" / "npc-perception"
 SCRIPTS = SKILL_DIR / "scripts"
@@ -47,29 +47,6 @@ def update(tool_id: str, npc: str, event: str, **input) -> dict:
 
 def query(tool_id: str, **input) -> dict:
     return tool(tool_id, "query-perception", **input)
-
-
-def run_plan(client, session_id: str, tools: list[dict]) -> tuple[dict, dict]:
-    """Run ``tools`` as one fixed plan; return ({toolId: result}, final state).
-
-    A result holds ``ok``, ``summary``, ``error`` (tool_finished) and ``events``
-    (the tool's protocol events, in order).
-    """
-    plan = {"requestId": f"perception-{os.urandom(4).hex()}", "narrative": "Perception.",
-            "tools": tools}
-    events = list(client.turn(session_id, plan_json=json.dumps(plan), execute_only=True))
-    assert "tool_finished" in kinds(events), kinds(events)
-    results: dict[str, dict] = {t["toolId"]: {"events": []} for t in tools}
-    for e in events:
-        kind = e.WhichOneof("event")
-        if kind == "tool_event":
-            results[e.tool_event.tool_id]["events"].append(json.loads(e.tool_event.event_json))
-        elif kind == "tool_finished":
-            f = e.tool_finished
-            output = json.loads(f.output_json) if f.output_json else None
-            results[f.tool_id].update(ok=f.ok, error=f.error,
-                                      summary=(output or {}).get("summary", ""))
-    return results, json.loads(done_of(events).state_json)
 
 
 def info(result: dict) -> dict:
