@@ -279,3 +279,19 @@ def test_an_empty_content_file_gives_no_chunks_and_no_error(tiny: Path):
     (tiny / "lore" / "empty.md").write_text("\n\n")
     assert validate(tiny).ok
     assert chunk_file("lore/empty.md", "\n\n") == []
+
+
+def test_an_impossible_unquoted_date_is_a_yaml_problem_not_a_crash(tiny: Path):
+    (tiny / "lore_dates.txt").write_text("---\ndate: 2026-13-45T10:00:00Z\n---\nA bad day.\n")
+    problems = [str(p) for p in validate(tiny).errors]
+    assert any(p.startswith("lore_dates.txt:2: -: invalid YAML") for p in problems), problems
+
+
+def test_plot_beat_problems_are_part_of_validation(tiny: Path):
+    (tiny / "plot").mkdir()
+    (tiny / "plot" / "beats.yml").write_text(
+        "beats:\n  - id: storm\n    conditions:\n      requires_beat: [calm]\n")
+    report = validate(tiny)
+    assert not report.ok
+    assert any(p.file == "plot/beats.yml" and "calm" in p.message for p in report.errors), \
+        [str(p) for p in report.problems]

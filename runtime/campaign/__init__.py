@@ -3,23 +3,41 @@
 The ingestion phases of §6.2.15, one module each: ``discovery`` (phase 1),
 ``manifest`` and ``frontmatter`` (phase 2), ``chunking`` (phase 3), ``ingest``
 (phases 4, 6 and 10, through the persistence layer) and ``validate`` (§6.2.16);
+``stats`` and ``items``, a campaign's stats and items bound to session state (§6.2.8);
+``assets``, art and music described and their provenance enforced (phase 5, §6.2.14);
+``relations``, the relationship graph (phase 7);
 ``package`` (opening ``.narratoria``/``.zip`` packages safely) and ``pack``
 (writing them), §6.3.3; ``catalog``, the campaigns a player can start (§6.3.6).
 Plain Python: the daemon's actors and the CLI call these functions.
 """
 
+from .assets import AssetRecord, Provenance, check_assets, load_assets
 from .catalog import CatalogEntry, builtin_campaigns_dir, list_campaigns, user_campaigns_dir
 from .chunking import MAX_TOKENS, Chunk, chunk_file, count_tokens
 from .discovery import CampaignFile, discover
 from .frontmatter import FileMetadata, read_metadata
 from .ingest import IngestResult, ingest
+from .items import ItemCatalog, ItemDefinition, ItemEffect, check_items, load_items
 from .manifest import Manifest, load_manifest
 from .pack import PackResult, pack
 from .package import is_package, open_campaign
 from .problems import CampaignError, Problem
+from .relations import Edge, Entity, Graph, build_graph, campaign_graph, dangling, related
+from .stats import StatBand, StatDefinition, StatRegistry, check_stats, load_stats
 from .validate import ValidationReport, validate
 
 __all__ = [
+    "AssetRecord",
+    "Edge",
+    "Entity",
+    "Graph",
+    "Provenance",
+    "build_graph",
+    "campaign_graph",
+    "check_assets",
+    "dangling",
+    "load_assets",
+    "related",
     "MAX_TOKENS",
     "CampaignError",
     "CampaignFile",
@@ -27,18 +45,28 @@ __all__ = [
     "Chunk",
     "FileMetadata",
     "IngestResult",
+    "ItemCatalog",
+    "ItemDefinition",
+    "ItemEffect",
     "Manifest",
     "PackResult",
     "Problem",
+    "StatBand",
+    "StatDefinition",
+    "StatRegistry",
     "ValidationReport",
     "builtin_campaigns_dir",
+    "check_items",
+    "check_stats",
     "chunk_file",
     "count_tokens",
     "discover",
     "ingest",
     "is_package",
     "list_campaigns",
+    "load_items",
     "load_manifest",
+    "load_stats",
     "open_campaign",
     "pack",
     "read_metadata",

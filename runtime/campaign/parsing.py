@@ -45,6 +45,10 @@ def load_yaml(text: str, file: str, first_line: int = 1) -> Parsed:
             # "expected ']'" is found where the file ends; the open list began earlier.
             problem += f" ({context} started on line {first_line + where.line})"
         raise CampaignError([Problem(file, line, "-", f"invalid YAML: {problem}")]) from None
+    except ValueError as exc:
+        # PyYAML's timestamp constructor raises a bare ValueError for an impossible
+        # unquoted date ("date: 2026-13-45"): the author's typo, not our crash.
+        raise CampaignError([Problem(file, first_line, "-", f"invalid YAML: {exc}")]) from None
     lines: dict[str, int] = {}
     raw: dict[str, str] = {}
     if isinstance(node, yaml.MappingNode):

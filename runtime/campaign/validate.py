@@ -1,9 +1,10 @@
 """Campaign validation (architecture §6.2.16): every problem, with file, line and field.
 
 Checks the manifest, that every content file reads as UTF-8 and parses (YAML
-frontmatter, YAML and JSON files), the stat definitions in ``stats/`` (§6.2.8)
-and that every asset a file names exists. Errors make a campaign unloadable;
-warnings (a missing asset, a sidecar beside nothing) are reported and the
+frontmatter, YAML and JSON files), the stats in ``stats/`` and the items in
+``items/`` (§6.2.8; with ``stats`` and ``items``, the modules the runtime loads
+them with, so validation and loading cannot disagree) and that every asset a
+file names exists. Errors make a campaign unloadable; warnings (a missing asset, a sidecar beside nothing) are reported and the
 campaign still loads, as §6.2.15 step 2.3 says ("add warning, continue").
 Nothing is embedded or stored: this is the fast check (under 2 s) an author runs
 while writing.
@@ -11,23 +12,25 @@ while writing.
 
 from __future__ import annotations
 
-import math
 import re
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterator
 
+from .assets import check_assets
+from .beats import check_beats
 from .chunking import load_structured
 from .discovery import SIDECAR_SUFFIX, CampaignFile, discover
 from .frontmatter import split_frontmatter, read_metadata
 from .manifest import Manifest, load_manifest
 from .package import is_package, open_campaign
-from .parsing import load_json
+from .items import check_items
 from .problems import CampaignError, Problem
+from .stats import read_stats
 
 ASSET_FORMATS = frozenset({"png", "jpg", "jpeg", "webp", "gif", "webm", "mp4",
                            "mp3", "ogg", "wav", "flac"})
-STAT_DISPLAYS = frozenset({"bar", "number", "hearts", "pips", "ring", "hidden"})
 
 
 @dataclass
@@ -75,23 +78,42 @@ def validate(root: Path) -> ValidationReport:
         problems += exc.problems
     files = discover(root)
     present = {f.relative for f in files}
+    # Stats and items are checked across files (a duplicate id, an item naming a stat);
+    # their problems are still listed with the file they are about, in file order.
+    stats, entity_problems = read_stats(root, files)
+    by_file: dict[str, list[Problem]] = defaultdict(list)
+    for p in entity_problems + check_items(root, files, stats):
+        by_file[p.file].append(p)
+    # Art and music, their sidecars and provenance (§6.2.10-6.2.14); the generated-asset
+    # count is about the campaign as a whole (file "."), so it comes last.
+    for p in check_assets(root, files):
+        by_file[p.file].append(p)
+    for p in check_beats(root, files):  # plot beats (§7.5): prerequisites, windows, conditions
+        by_file[p.file].append(p)
     for f in files:
-        if f.kind == "asset":
-            continue
-        if f.kind == "sidecar":
-            target = f.relative[: -len(SIDECAR_SUFFIX)]
-            if target not in present:
-                problems.append(Problem(f.relative, 1, "-", f"keywords sidecar for {target}, "
-                                                            "which does not exist", "warning"))
-            continue
-        try:
-            text = f.path.read_text("utf-8")
-        except UnicodeDecodeError as exc:
-            problems.append(Problem(f.relative, 1 + f.path.read_bytes()[: exc.start].count(b"\n"),
-                                    "-", "not UTF-8 text"))
-            continue
-        problems += _check_content(f, text, present)
+        found = _check_file(f, present)
+        # A syntax error is found by both passes; say it once.
+        problems += found + [p for p in by_file.pop(f.relative, []) if p not in found]
+    for rest in by_file.values():
+        problems += rest
     return ValidationReport(root, manifest, files, problems)
+
+
+def _check_file(f: CampaignFile, present: set[str]) -> list[Problem]:
+    if f.kind == "asset":
+        return []
+    if f.kind == "sidecar":
+        target = f.relative[: -len(SIDECAR_SUFFIX)]
+        if target not in present:
+            return [Problem(f.relative, 1, "-", f"keywords sidecar for {target}, "
+                                                "which does not exist", "warning")]
+        return []
+    try:
+        text = f.path.read_text("utf-8")
+    except UnicodeDecodeError as exc:
+        return [Problem(f.relative, 1 + f.path.read_bytes()[: exc.start].count(b"\n"),
+                        "-", "not UTF-8 text")]
+    return _check_content(f, text, present)
 
 
 def _check_content(f: CampaignFile, text: str, present: set[str]) -> list[Problem]:
@@ -108,76 +130,11 @@ def _check_content(f: CampaignFile, text: str, present: set[str]) -> list[Proble
             read_metadata(f.relative, text)
         except CampaignError as exc:
             problems += exc.problems
-    if _is_stat_file(f):
-        problems += _check_stat(f, text)
     for key, ref in _asset_refs(data):
         if ref not in present:
             problems.append(Problem(f.relative, _line_of(text, ref), key,
                                     f"names asset {ref}, which is not in the campaign", "warning"))
     return problems
-
-
-# -- stats (§6.2.8) --------------------------------------------------------------------
-
-def _is_stat_file(f: CampaignFile) -> bool:
-    parts = PurePosixPath(f.relative).parts
-    return f.format == "json" and len(parts) >= 2 and parts[0] == "stats"
-
-
-def _check_stat(f: CampaignFile, text: str) -> list[Problem]:
-    parsed = load_json(text, f.relative)
-    stat, name = parsed.value, f.relative
-    if not isinstance(stat, dict):
-        return [Problem(name, 1, "-", "a stat must be a JSON object")]
-    problems: list[Problem] = []
-
-    def problem(key: str, message: str) -> None:
-        problems.append(Problem(name, parsed.line(key.split(".")[0]), key, message))
-
-    stem = PurePosixPath(name).name[: -len(".json")]
-    stat_id = stat.get("id")
-    if stat_id is None:
-        problem("id", "required field is missing")
-    elif not isinstance(stat_id, str) or not stat_id.strip():
-        problem("id", f"must be non-empty text, got {stat_id!r}")
-    elif not (stem == stat_id or stem.endswith("." + stat_id)):  # npc.<id>.<stat>.json
-        problem("id", f"must match the file name ({stem!r}), got {stat_id!r}")
-    low = high = None
-    rng = stat.get("range")
-    if rng is None:
-        problem("range", "required field is missing")
-    elif not isinstance(rng, dict):
-        problem("range", f"must be an object with min and max, got {rng!r}")
-    else:
-        low, high = rng.get("min"), rng.get("max")
-        for key, value in (("min", low), ("max", high)):
-            if not _number(value):
-                problem(f"range.{key}", f"must be a number, got {value!r}")
-        if not (_number(low) and _number(high)):
-            low = high = None
-        elif low >= high:
-            problem("range", f"min ({low:g}) must be below max ({high:g})")
-            low = high = None
-    default = stat.get("default")
-    if default is not None:
-        if not _number(default):
-            problem("default", f"must be a number, got {default!r}")
-        elif low is not None and not low <= default <= high:
-            problem("default", f"{default:g} is outside the range {low:g}-{high:g}")
-    display = stat.get("display")
-    if display is not None and display not in STAT_DISPLAYS:
-        problem("display", f"must be one of {', '.join(sorted(STAT_DISPLAYS))}, got {display!r}")
-    hidden = stat.get("hidden")
-    if hidden is not None and not isinstance(hidden, bool):
-        problem("hidden", f"must be true or false, got {hidden!r}")
-    for key in ("label", "category", "behavioral_prompt"):
-        if key in stat and not isinstance(stat[key], str):
-            problem(key, f"must be text, got {stat[key]!r}")
-    return problems
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 # -- asset references ------------------------------------------------------------------
