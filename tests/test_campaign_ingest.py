@@ -127,6 +127,24 @@ def test_a_deleted_file_loses_its_chunks_and_a_new_version_is_recorded_on_all(ti
     assert {r.campaign_version for r in after.values()} == {"1.1.0"}
 
 
+def test_a_realised_player_characters_chunks_survive_reingestion(tiny, store):
+    from narratoria.runtime.store import LoreChunk
+
+    ingest(tiny, store)
+    player = LoreChunk(id="player:char_1#0", campaign_id="tiny", campaign_version="1.0.0",
+                       file_path="characters/player/char_1", chunk_index=0, paragraph_id=0,
+                       content="Wren, a lamplighter's daughter who hums when she is afraid.",
+                       token_count=14, source_type="frontmatter", weight_tier=2,
+                       file_origin="characters/player/char_1", is_player=True,
+                       entity_ids=["char_1"], tags=[])
+    store.playthrough(lore_scope("tiny")).store_many("lore_chunk", [player])
+    world = tiny / "world_setting.md"
+    world.write_text(world.read_text() + "\nThe ferry stops running at dusk.\n")
+    result = ingest(tiny, store)
+    assert result.files_reingested == 1 and result.chunks_removed >= 1
+    assert "player:char_1#0" in stored(store)  # not a campaign file's chunk: never obsolete
+
+
 def test_a_broken_new_version_leaves_the_previous_one_stored_and_searchable(tiny, store):
     ingest(tiny, store)
     before = stored(store)

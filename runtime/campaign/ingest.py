@@ -95,7 +95,10 @@ def _ingest_folder(root: Path, store: PersistenceStore, progress: Progress | Non
     say("files", len(content), len(content))
 
     scope = store.playthrough(lore_scope(manifest.id))
-    stored = scope.exact_match("lore_chunk", {"campaignId": manifest.id})
+    # A realised player character's chunks share the scope but no campaign file:
+    # they are the character's (runtime/characters/realize.py), never obsolete here.
+    stored = [r for r in scope.exact_match("lore_chunk", {"campaignId": manifest.id})
+              if not r.is_player]
     stored_by_file: dict[str, dict[str, LoreChunk]] = defaultdict(dict)
     for record in stored:
         stored_by_file[record.file_path][record.id] = record
