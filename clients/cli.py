@@ -894,6 +894,10 @@ def build_parser() -> argparse.ArgumentParser:
     clist.add_argument("--json", action="store_true")
     clist.set_defaults(func=cmd_campaigns_list)
 
+    from .characters_cli import add_characters_parser  # the command group lives in its own module
+
+    add_characters_parser(sub)
+
     bench = sub.add_parser("bench", help="benchmarks (results can be appended to BENCHMARKS.md)")
     bench_sub = bench.add_subparsers(dest="bench_command", metavar="SUITE", required=True)
     proto = bench_sub.add_parser("protocol", help="skill invocation overhead vs a bare spawn")

@@ -1,0 +1,207 @@
+"""`narratoria characters`: the fresh-character gallery (§6.2.7) from the command line.
+
+Local commands, no daemon: they read and write the character store in the data
+directory (``NARRATORIA_DATA_DIR``, else ``$XDG_DATA_HOME/narratoria``). With
+``--json`` a command prints the character record as stored (snake_case keys, as
+the spec's schema) plus ``portrait_file``, the portrait's absolute path.
+Exit status: 0 done, 1 no such character, 2 refused input (the message names
+the field: ``description``, ``portrait``, ``import``…).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+import msgspec
+
+if TYPE_CHECKING:
+    from narratoria.runtime.characters.store import CharacterStore, FreshCharacter
+
+_PREVIEW = 50  # the gallery shows the first 50 characters of a description (§6.2.7)
+
+
+def _print_json(doc: Any) -> None:
+    sys.stdout.write(msgspec.json.format(msgspec.json.encode(doc), indent=2).decode() + "\n")
+
+
+def _err(message: str) -> None:
+    print(f"narratoria: {message}", file=sys.stderr)
+
+
+def _doc(store: CharacterStore, character: FreshCharacter) -> dict[str, Any]:
+    doc = msgspec.to_builtins(character)
+    portrait = store.portrait_file(character)
+    doc["portrait_file"] = str(portrait) if portrait else None
+    return doc
+
+
+def _preview(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= _PREVIEW else flat[:_PREVIEW - 1] + "…"
+
+
+def _badge(character: FreshCharacter) -> str:
+    if not character.realizations:
+        return "fresh"
+    return "used in: " + ", ".join(r.campaign_title for r in character.realizations)
+
+
+def _description(args: argparse.Namespace) -> str | None:
+    from narratoria.runtime.characters.store import CharacterError
+
+    if args.description_file is None:
+        return args.description
+    try:
+        return Path(args.description_file).read_text("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CharacterError(f"description: cannot read {args.description_file}: {exc}") from None
+
+
+def _run(body: Callable[[CharacterStore, argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    def command(args: argparse.Namespace) -> int:
+        # Imported here, not at module level: building the parser for any other command
+        # should not pay for Pillow and the store.
+        from narratoria.runtime.characters.store import CharacterError, CharacterNotFound, CharacterStore
+
+        try:
+            return body(CharacterStore(), args)
+        except CharacterNotFound as exc:
+            _err(str(exc))
+            return 1
+        except CharacterError as exc:
+            _err(str(exc))
+            return 2
+    return command
+
+
+def _show_one(store: CharacterStore, character: FreshCharacter, as_json: bool) -> None:
+    if as_json:
+        _print_json(_doc(store, character))
+        return
+    print(f"{character.id}\t{character.name or '-'}\t[{_badge(character)}]")
+    print(f"portrait: {store.portrait_file(character) or 'none'}")
+    print(character.description)
+    for r in character.realizations:
+        print(f"  {r.campaign_id}: {r.realized_name} ({r.violation_state}), "
+              f"realised {r.realized_at:%Y-%m-%d}")
+
+
+def cmd_create(store: CharacterStore, args: argparse.Namespace) -> int:
+    character = store.create(_description(args), args.portrait, args.name)
+    if args.json:
+        _print_json(_doc(store, character))
+    else:
+        print(character.id)
+    return 0
+
+
+def cmd_edit(store: CharacterStore, args: argparse.Namespace) -> int:
+    description = _description(args)
+    if description is None and args.portrait is None and args.name is None:
+        from narratoria.runtime.characters.store import CharacterError
+
+        raise CharacterError("edit: nothing to change (give --description, --description-file, "
+                             "--portrait or --name)")
+    character = store.edit(args.id, description=description, portrait=args.portrait, name=args.name)
+    if args.json:
+        _print_json(_doc(store, character))
+    else:
+        print(character.id)
+    return 0
+
+
+def cmd_list(store: CharacterStore, args: argparse.Namespace) -> int:
+    characters = store.list()
+    if args.json:
+        _print_json({"dir": str(store.root), "characters": [_doc(store, c) for c in characters]})
+        return 0
+    if not characters:
+        print(f"no characters (in {store.root})")
+    for c in characters:
+        print(f"{c.id}\t{c.name or '-'}\t{_preview(c.description)}\t[{_badge(c)}]")
+    return 0
+
+
+def cmd_show(store: CharacterStore, args: argparse.Namespace) -> int:
+    _show_one(store, store.get(args.id), args.json)
+    return 0
+
+
+def cmd_delete(store: CharacterStore, args: argparse.Namespace) -> int:
+    store.delete(args.id)
+    if args.json:
+        _print_json({"status": "deleted", "id": args.id})
+    return 0
+
+
+def cmd_export(store: CharacterStore, args: argparse.Namespace) -> int:
+    target = store.export(args.id, args.output)
+    if args.json:
+        _print_json({"status": "exported", "id": args.id, "output": str(target)})
+    else:
+        print(target)
+    return 0
+
+
+def cmd_import(store: CharacterStore, args: argparse.Namespace) -> int:
+    character = store.import_file(args.file)
+    if args.json:
+        _print_json(_doc(store, character))
+    else:
+        print(character.id)
+    return 0
+
+
+def _add_description_options(p: argparse.ArgumentParser, required: bool) -> None:
+    group = p.add_mutually_exclusive_group(required=required)
+    group.add_argument("--description", metavar="TEXT", help="the character, in your words "
+                       "(10-5000 characters)")
+    group.add_argument("--description-file", metavar="FILE", help="read the description from FILE")
+    p.add_argument("--portrait", metavar="IMAGE",
+                   help="PNG, JPEG or WebP, at most 5 MB; stored as a 512x512 PNG (letterboxed)")
+    p.add_argument("--name", help="what you call the character (the campaign may rename it)")
+    p.add_argument("--json", action="store_true")
+
+
+def add_characters_parser(sub: argparse._SubParsersAction) -> None:
+    """Register ``characters`` under the top-level subcommands."""
+    chars = sub.add_parser("characters", help="fresh player characters: create, edit, list, "
+                                              "show, delete, export, import")
+    actions = chars.add_subparsers(dest="characters_command", metavar="ACTION", required=True)
+
+    create = actions.add_parser("create", help="a new fresh character; prints its id")
+    _add_description_options(create, required=True)
+    create.set_defaults(func=_run(cmd_create))
+
+    edit = actions.add_parser("edit", help="change a character's description, portrait or name")
+    edit.add_argument("id")
+    _add_description_options(edit, required=False)
+    edit.set_defaults(func=_run(cmd_edit))
+
+    ls = actions.add_parser("list", help="the gallery: id, name, description, fresh or used")
+    ls.add_argument("--json", action="store_true")
+    ls.set_defaults(func=_run(cmd_list))
+
+    show = actions.add_parser("show", help="one character, with its realisations")
+    show.add_argument("id")
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(func=_run(cmd_show))
+
+    delete = actions.add_parser("delete", help="remove a character and its portrait")
+    delete.add_argument("id")
+    delete.add_argument("--json", action="store_true")
+    delete.set_defaults(func=_run(cmd_delete))
+
+    export = actions.add_parser("export", help="write a character as one .narratoria-character file")
+    export.add_argument("id")
+    export.add_argument("-o", "--output", required=True, metavar="FILE")
+    export.add_argument("--json", action="store_true")
+    export.set_defaults(func=_run(cmd_export))
+
+    imp = actions.add_parser("import", help="add the character in a .narratoria-character file")
+    imp.add_argument("file")
+    imp.add_argument("--json", action="store_true")
+    imp.set_defaults(func=_run(cmd_import))

@@ -1,0 +1,59 @@
+"""Player characters (architecture §6.2.6, §6.2.7): fresh templates and their realisations.
+
+A *fresh* character is what the player writes: a freeform description and a
+portrait, stored in the user's data directory (``store``) and shared between
+campaigns as an export file. At campaign start it is *realised* (``realize``):
+the local model turns it into a persona fitting that campaign's world and
+player-character constraints, which becomes ``isPlayer`` chunks, the player's
+initial session state and a ``realizations`` entry on the fresh character.
+Plain Python, no model or store of its own: callers pass the model as a
+``generate(prompt) -> text`` function.
+"""
+
+from .realize import (
+    CampaignContext,
+    CharacterConstraints,
+    Realization,
+    RealizationError,
+    Violation,
+    campaign_context,
+    ensure_in_store,
+    initial_state,
+    load_campaign_context,
+    lore_records,
+    parse_constraints,
+    realize,
+)
+from .store import (
+    CharacterError,
+    CharacterNotFound,
+    CharacterStore,
+    FreshCharacter,
+    RealizationRecord,
+    characters_dir,
+    prepare_portrait,
+    validate_description,
+)
+
+__all__ = [
+    "CampaignContext",
+    "CharacterConstraints",
+    "CharacterError",
+    "CharacterNotFound",
+    "CharacterStore",
+    "FreshCharacter",
+    "Realization",
+    "RealizationError",
+    "RealizationRecord",
+    "Violation",
+    "campaign_context",
+    "characters_dir",
+    "ensure_in_store",
+    "initial_state",
+    "load_campaign_context",
+    "lore_records",
+    "parse_constraints",
+    "prepare_portrait",
+    "realize",
+    "validate_description",
+]
