@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
+import sys
 from pathlib import Path
 from typing import Any, AsyncIterator
 
@@ -20,10 +21,12 @@ import ray
 from narratoria.runtime.endpoint import ADDRESS_ENV, SKILL_TOKEN_ENV
 from narratoria.runtime.executor import ExecutorConfig, PlanExecutor
 from narratoria.runtime.plan import ExecutionResult, Plan, ToolInvocation
+from narratoria.runtime.process import script_env
 from narratoria.runtime.skills.discovery import SkillScript
 from narratoria.runtime.skills.health import SkillHealthTracker
 from narratoria.runtime.skills.registry import SkillRegistry
 from narratoria.runtime.slots import ProcessSlots
+from narratoria.runtime.zygote import Zygote
 
 
 @ray.remote(num_cpus=0, max_restarts=-1, max_concurrency=256)
@@ -37,9 +40,17 @@ class SkillSupervisorActor:
         self.tokens: dict[str, str] = {}  # store token -> playthrough id
         self.plans_running = 0
         self._tasks: set[asyncio.Task[ExecutionResult]] = set()
+        # Python skills fork from a warm interpreter (SC-008); started now so the
+        # first turn does not pay for it, restarted by the executor if it dies.
+        self.zygote = Zygote(script_env(None, "zygote"))
+        try:
+            self.zygote.start()
+        except OSError as exc:
+            print(f"supervisor: no zygote ({exc}); skills start by exec", file=sys.stderr)
 
     def status(self) -> dict[str, Any]:
-        return {**self.slots.snapshot(), "pid": os.getpid(), "plansRunning": self.plans_running}
+        return {**self.slots.snapshot(), "pid": os.getpid(), "zygotePid": self.zygote.pid,
+                "plansRunning": self.plans_running}
 
     def available(self, session_id: str | None = None) -> tuple[SkillScript, ...]:
         self.registry.refresh()
@@ -68,7 +79,7 @@ class SkillSupervisorActor:
             return {SKILL_TOKEN_ENV: token, ADDRESS_ENV: self.address}
 
         executor = PlanExecutor(self.registry, self.config, health, slots=self.slots,
-                                invocation_env=env_for)
+                                invocation_env=env_for, zygote=self.zygote)
         self.executors[session_id] = executor
         return executor
 
@@ -114,6 +125,7 @@ class SkillSupervisorActor:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        self.zygote.close()
         return len(tasks)
 
     def reset_session(self, session_id: str) -> None:

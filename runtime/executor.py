@@ -29,6 +29,7 @@ from .plan import (
     validate_plan,
 )
 from .process import InvocationOutcome, ProcessLimits, run_script, script_env
+from .zygote import Zygote
 from .protocol import AssetEvent, StatePatchEvent, UiEvent, event_to_dict, tool_input
 from .skills.discovery import SkillScript
 from .skills.health import SkillHealthTracker
@@ -91,14 +92,17 @@ class PlanExecutor:
                  config: ExecutorConfig = ExecutorConfig(),
                  health: SkillHealthTracker | None = None, *,
                  slots: ProcessSlots | None = None,
-                 invocation_env: InvocationEnv | None = None) -> None:
+                 invocation_env: InvocationEnv | None = None,
+                 zygote: Zygote | None = None) -> None:
         """``slots``: a process cap shared with other executors (the daemon's);
-        ``invocation_env``: extra environment for one invocation (a store token)."""
+        ``invocation_env``: extra environment for one invocation (a store token);
+        ``zygote``: forks Python scripts from a pre-imported interpreter."""
         self.registry = registry
         self.config = config
         self.health = health if health is not None else SkillHealthTracker()
         self.slots = slots
         self.invocation_env = invocation_env
+        self.zygote = zygote
         self._sem = asyncio.Semaphore(max(1, config.max_concurrency))
         self._exclusive = asyncio.Lock()
 
@@ -299,6 +303,7 @@ class _PlanRun:
                 outcome = await run_script(
                     res.path, stdin, limits=limits, env=env,
                     on_event=self._forward(tool.toolId, attempt, events),
+                    zygote=self.ex.zygote,
                 )
             if res.skill is not None:
                 if outcome.ok:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
 
 from .plan import ToolError
+from .zygote import ForkedProcess, Zygote, runs_with_python
 if TYPE_CHECKING:
     from .skills.discovery import SkillScript
 
@@ -188,16 +189,18 @@ async def run_script(
     cwd: Path | str | None = None,
     on_event: Callable[[AnyEvent], None] | None = None,
     keep_going: bool = False,
+    zygote: Zygote | None = None,
 ) -> InvocationOutcome:
     """Run one script to completion and return what it said and how it ended.
 
-    Never raises for anything the script does; cancellation kills the process
-    group before propagating.
+    With a ``zygote``, a Python script is forked from it instead of exec'd
+    (``runtime/zygote.py``); the supervision is the same. Never raises for anything
+    the script does; cancellation kills the process group before propagating.
     """
     outcome = InvocationOutcome()
     started = time.monotonic()
     try:
-        proc, exited = await _spawn(path, env, cwd)
+        proc, exited = await _start(path, env, cwd, zygote)
     except OSError as exc:
         outcome.failure = ToolError(
             code="spawn_failed",
@@ -231,6 +234,19 @@ class _ExitAwareProtocol(asyncio.subprocess.SubprocessStreamProtocol):
         self.exited.set()
 
 
+async def _start(path: Path | str, env: dict[str, str] | None, cwd: Path | str | None,
+                 zygote: Zygote | None) -> tuple[asyncio.subprocess.Process | ForkedProcess,
+                                                 asyncio.Event]:
+    if zygote is not None and runs_with_python(path):
+        try:
+            forked = await zygote.spawn(path, env, cwd)
+            return forked, forked.exited
+        except OSError as exc:
+            # Slower, never wrong: exec the script as if there were no zygote.
+            print(f"zygote unavailable ({exc}); starting {path} by exec", file=sys.stderr)
+    return await _spawn(path, env, cwd)
+
+
 async def _spawn(path: Path | str, env: dict[str, str] | None, cwd: Path | str | None
                  ) -> tuple[asyncio.subprocess.Process, asyncio.Event]:
     loop = asyncio.get_running_loop()
@@ -250,7 +266,7 @@ async def _spawn(path: Path | str, env: dict[str, str] | None, cwd: Path | str |
 class _Session:
     """The supervision of one running process; see ``run_script``."""
 
-    def __init__(self, proc: asyncio.subprocess.Process, exited: asyncio.Event,
+    def __init__(self, proc: asyncio.subprocess.Process | ForkedProcess, exited: asyncio.Event,
                  limits: ProcessLimits,
                  outcome: InvocationOutcome, started: float,
                  on_event: Callable[[AnyEvent], None] | None,
@@ -412,7 +428,10 @@ class _Session:
                 await asyncio.wait(readers, timeout=EXIT_DRAIN_S / 4)
             # A descendant that left the process group may still hold the pipes;
             # closing our ends releases the transport without waiting for it.
-            proc._transport.close()  # noqa: SLF001 - no public way to drop the pipes
+            if isinstance(proc, ForkedProcess):
+                proc.close_pipes()
+            else:
+                proc._transport.close()  # noqa: SLF001 - no public way to drop the pipes
             for task in self.tasks:
                 if not task.done():
                     task.cancel()

@@ -1,4 +1,8 @@
-"""One invocation of a real script: protocol semantics, limits, and no leaked processes."""
+"""One invocation of a real script: protocol semantics, limits, and no leaked processes.
+
+Every test runs twice: the script exec'd, and forked from the zygote
+(``runtime/zygote.py``), which must keep exactly the same semantics.
+"""
 
 from __future__ import annotations
 
@@ -12,15 +16,34 @@ import pytest
 from conftest import FIXTURE_SKILLS, process_alive
 from narratoria.runtime.process import ProcessLimits, run_script, script_env
 from narratoria.runtime.protocol import tool_input
+from narratoria.runtime.zygote import Zygote
 
 HOSTILE = FIXTURE_SKILLS / "hostile" / "scripts"
 ECHO = FIXTURE_SKILLS / "echo" / "scripts"
 
 
+_ZYGOTE: list[Zygote | None] = [None]  # the spawner of the running test
+
+
+@pytest.fixture(scope="module")
+def zygote():
+    z = Zygote(script_env(None, "zygote"))
+    z.start()
+    yield z
+    z.close()
+
+
+@pytest.fixture(params=["exec", "zygote"], autouse=True)
+def spawner(request, zygote):
+    _ZYGOTE[0] = zygote if request.param == "zygote" else None
+    yield request.param
+    _ZYGOTE[0] = None
+
+
 def invoke(script: Path, payload: dict | None = None, **limits):
     stdin = tool_input("req-1", "test", script.name, payload or {})
     return asyncio.run(run_script(script, stdin, limits=ProcessLimits(**limits),
-                                  env=script_env(None, "req-1")))
+                                  env=script_env(None, "req-1"), zygote=_ZYGOTE[0]))
 
 
 def wait_dead(pid: int, within: float = 3.0) -> bool:
@@ -141,7 +164,7 @@ def test_cancellation_kills_the_process_group(tmp_path):
     async def main():
         stdin = tool_input("r", "t", "o", {"pidFile": str(pid_file)})
         task = asyncio.create_task(run_script(HOSTILE / "hang-with-child", stdin,
-                                              env=script_env(None, "r")))
+                                              env=script_env(None, "r"), zygote=_ZYGOTE[0]))
         for _ in range(200):
             await asyncio.sleep(0.02)
             if pid_file.exists() and pid_file.read_text():
