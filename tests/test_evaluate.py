@@ -247,6 +247,21 @@ def test_shipped_dataset():
     assert not examples & set(inputs)
 
 
+def test_held_out_dataset_is_separate_from_the_development_one():
+    """planner_holdout.jsonl was written after the router's examples and settings were
+    last tuned and is never tuned on: its score says how the router generalises."""
+    held_out = load_dataset(DATASET.with_name("planner_holdout.jsonl"), BUILTIN_NAMES)
+    assert len(held_out) >= 80
+    assert {name for c in held_out for name in c.expected_skills} == set(BUILTIN_NAMES)
+    assert sum(len(c.expected_skills) > 1 for c in held_out) >= 5
+    assert sum(not c.expected_skills for c in held_out) >= 20
+    seen = {" ".join(c.input.lower().split()) for c in load_dataset(DATASET, BUILTIN_NAMES)}
+    registry = SkillRegistry([BUILTIN_SKILLS])
+    seen |= {" ".join(e.lower().split()) for s in registry.skills.values()
+             for e in getattr(s, "route_examples", [])}
+    assert not seen & {" ".join(c.input.lower().split()) for c in held_out}
+
+
 # --- running -------------------------------------------------------------------------------
 
 

@@ -162,6 +162,13 @@ def test_a_compound_turn_routes_each_of_its_clauses(registry):
     assert clauses(text) == ["I try to pick the lock on the gate",
                              "what did the smuggler tell us about the guards"]
     assert clauses("I pick the lock") == []
+    # Any comma, "then" and ", which" end a clause too.
+    assert clauses("gimme a d100 roll, I want to know if the map is real") == [
+        "gimme a d100 roll", "I want to know if the map is real"]
+    assert clauses("Remember that the bridge is rigged, then roll for me to cross it") == [
+        "Remember that the bridge is rigged", "roll for me to cross it"]
+    assert clauses("I attack the cultists, which should win the Temple's favour") == [
+        "I attack the cultists", "should win the Temple's favour"]
     chosen = router.route(text, every).chosen
     assert "dice-roller" in chosen and "memory" in chosen
     # Neither skill reads the whole sentence alone as clearly as its own clause.

@@ -299,9 +299,11 @@ def lexical(text: str, vocabulary: dict[str, int]) -> np.ndarray:
     return vector * (LEXICAL_WEIGHT / np.sqrt(len(found))) if found else vector
 
 
+# Any comma, and "then"/"which": "gimme a d100 roll, I want to know if..." asks for
+# the roll in its first clause, and the clause alone says so clearly.
 _CLAUSE_BREAK = re.compile(
-    r"\s*(?:[;.!?]+|\s[-—]+\s|,\s*(?:and|but|so|knowing|because|while)\s"
-    r"|\s(?:and then|and|but)\s)\s*", re.IGNORECASE)
+    r"\s*(?:[;.!?]+|\s[-—]+\s|,\s*(?:and|but|so|knowing|because|while|then|which)?\s*"
+    r"|\s(?:and then|then|and|but)\s)\s*", re.IGNORECASE)
 
 
 def clauses(text: str) -> list[str]:
