@@ -633,6 +633,15 @@ def cmd_bench_skills(args: argparse.Namespace) -> int:
     return _emit_report(args, report, write_markdown)
 
 
+def cmd_bench_ingest(args: argparse.Namespace) -> int:
+    from .bench_ingest import run_ingest_bench, write_markdown
+
+    report = run_ingest_bench(iterations=args.iterations, progress=not args.json,
+                              campaign=Path(args.campaign) if args.campaign else None,
+                              files=args.files)
+    return _emit_report(args, report, write_markdown)
+
+
 # -- eval --------------------------------------------------------------------------------
 
 def cmd_eval_planner(args: argparse.Namespace) -> int:
@@ -932,6 +941,17 @@ def build_parser() -> argparse.ArgumentParser:
     bskills.add_argument("--write", metavar="FILE", help="append the results to FILE (markdown)")
     bskills.add_argument("--json", action="store_true")
     bskills.set_defaults(func=cmd_bench_skills)
+    bingest = bench_sub.add_parser(
+        "ingest", help="campaign validation, cold ingestion, cached reload and one-file edits")
+    bingest.add_argument("--iterations", type=_positive_int, default=5, metavar="N",
+                         help="runs of validation, cached reload and edit (medians; default 5)")
+    bingest.add_argument("--files", type=_positive_int, default=500, metavar="N",
+                         help="files of the generated campaign (default 500)")
+    bingest.add_argument("--campaign", metavar="PATH",
+                         help="the rich campaign to measure (default: built-in long_ebb)")
+    bingest.add_argument("--write", metavar="FILE", help="append the results to FILE (markdown)")
+    bingest.add_argument("--json", action="store_true")
+    bingest.set_defaults(func=cmd_bench_ingest)
 
     evals = sub.add_parser("eval", help="measure parts of the runtime against datasets")
     eval_sub = evals.add_subparsers(dest="eval_command", metavar="SUITE", required=True)
