@@ -295,3 +295,11 @@ def test_plot_beat_problems_are_part_of_validation(tiny: Path):
     assert not report.ok
     assert any(p.file == "plot/beats.yml" and "calm" in p.message for p in report.errors), \
         [str(p) for p in report.problems]
+
+
+def test_a_campaign_error_survives_pickling_with_its_problems():
+    import pickle
+
+    error = CampaignError(validate(BROKEN).errors)
+    again = pickle.loads(pickle.dumps(error))
+    assert again.problems == error.problems and str(again) == str(error)

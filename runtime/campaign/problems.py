@@ -33,3 +33,7 @@ class CampaignError(ValueError):
     def __init__(self, problems: list[Problem]) -> None:
         self.problems = problems
         super().__init__("; ".join(str(p) for p in problems) or "invalid campaign")
+
+    def __reduce__(self) -> tuple:
+        # Rebuilt from its problems, not its message (a Ray actor's error crosses processes).
+        return (type(self), (self.problems,))

@@ -1,0 +1,160 @@
+"""A campaign as a session plays it: where it starts, what it tracks, what guides it.
+
+Ingestion (``ingest.py``) makes a campaign's prose searchable; this is the rest a
+playthrough needs, read from the same folder once and kept by the daemon:
+
+- the initial state tree: every stat at its default (``player.stats.*``,
+  ``npcs.<id>.stats.*``), the starting inventory and location (§6.2.6, §6.2.8);
+- the stat ranges, which ``SessionState`` clamps every patch into;
+- the cast: each NPC character file becomes an NPC of the session, so what it knows
+  is bounded by what it witnesses (``runtime/npcs.py``);
+- the plot beats and the stats' behavioural prompts, turned into the narrator's
+  guidance at every scene (``guidance``), and the beat tracker's saved state.
+
+The beat tracker lives in the state tree at ``plot.beats``: it is saved with every
+turn in the same write, and a branch from scene N restores it as it was after
+scene N-1, with nothing else to keep in step.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..beat_tracker import BeatTracker, transition
+from ..state import SessionState, StatRange
+from .beats import Beat, read_beats
+from .discovery import discover
+from .frontmatter import read_metadata
+from .items import ItemCatalog, read_items
+from .manifest import Manifest, load_manifest
+from .problems import CampaignError
+from .stats import StatRegistry, read_stats
+
+log = logging.getLogger(__name__)
+
+TRACKER_PATH = ("plot", "beats")
+NPC_TYPES = frozenset({"npc", "character"})
+_TRAIT_FIELDS = ("traits", "core_traits", "faction", "role")
+
+
+@dataclass(frozen=True)
+class SceneGuidance:
+    """What the campaign asks of one scene, and the tracker state to save with it."""
+
+    lines: tuple[str, ...]            # for the narrator: beats due now, stats' prompts
+    state_patch: dict[str, Any]       # the triggered beats' consequences, tracker included
+    triggered: tuple[str, ...]        # beat ids
+    skipped: tuple[tuple[str, str], ...]  # (beat id, why), for authors' logs
+
+
+@dataclass(frozen=True)
+class LoadedCampaign:
+    root: Path
+    manifest: Manifest
+    stats: StatRegistry
+    items: ItemCatalog
+    beats: tuple[Beat, ...]
+    cast: Mapping[str, Mapping[str, Any]]  # the session's ``npcs`` map (runtime/npcs.py)
+    starting_location: str | None = None
+
+    @property
+    def id(self) -> str:
+        return self.manifest.id
+
+    def initial_state(self) -> dict[str, Any]:
+        tree = merge_trees(self.stats.initial_state(), self.items.initial_state())
+        if self.starting_location:
+            tree.setdefault("world", {})["location"] = self.starting_location
+        return tree
+
+    def ranges(self) -> dict[str, StatRange]:
+        return self.stats.ranges()
+
+    def stat_lines(self, state: SessionState) -> tuple[str, ...]:
+        """The stats' behavioural prompts that apply at their current values, one line
+        each ("Lamp Oil: At 2 or less, the flame gutters..."). The whole prompts are
+        for larger models' system context (``StatRegistry.prompt_block``); a small
+        narrator gets only what applies now."""
+        lines = []
+        for path, stat in self.stats.stats.items():
+            bands = stat.active_bands(state.get(path))
+            if bands:
+                hidden = " (hidden: show it only through the story)" if stat.hidden else ""
+                lines.append(f"{stat.name}{hidden}: " + " ".join(b.text for b in bands))
+        return tuple(lines)
+
+    def guidance(self, scene: int, state: SessionState, player_input: str) -> SceneGuidance:
+        """The beats that trigger at ``scene`` and the stats' prompts for ``state``.
+
+        A tracker that cannot go forward (the scene was already decided: a retried
+        turn) is started again from the saved one rather than failing the turn.
+        """
+        saved = state.get(".".join(TRACKER_PATH))
+        tracker = BeatTracker.from_json(saved if isinstance(saved, dict) else None)
+        try:
+            moved = transition(list(self.beats), tracker, scene, state, choice=player_input)
+        except ValueError as exc:
+            log.warning("campaign %s scene %d: beats not advanced: %s", self.id, scene, exc)
+            return SceneGuidance(self.stat_lines(state), {}, (), ())
+        patch = merge_trees(moved.state_patch, {TRACKER_PATH[0]: {TRACKER_PATH[1]: moved.tracker.to_json()}})
+        lines = [f"Plot beat — {g}" for g in moved.guidance]
+        if moved.ending:
+            lines.append("Plot: this is an ending; steer the scene gently toward its conclusion.")
+        lines += self.stat_lines(state)
+        return SceneGuidance(tuple(lines), patch, tuple(b.id for b in moved.triggered),
+                             tuple((s.beat_id, s.reason) for s in moved.skipped))
+
+
+def load_campaign(root: Path) -> LoadedCampaign:
+    """Read the campaign folder ``root``; CampaignError with every problem that stops it."""
+    root = Path(root)
+    manifest = load_manifest(root)
+    files = discover(root)
+    stats, problems = read_stats(root, files)
+    items, item_problems = read_items(root, files, stats)
+    beats, beat_problems = read_beats(files)
+    errors = [p for p in problems + item_problems + beat_problems if p.severity == "error"]
+    if errors:
+        raise CampaignError(errors)
+    return LoadedCampaign(root, manifest, stats, items, tuple(beats), _cast(files),
+                          _starting_location(root))
+
+
+def _cast(files: list) -> dict[str, dict[str, Any]]:
+    cast: dict[str, dict[str, Any]] = {}
+    for f in files:
+        if f.kind != "content" or f.format not in ("txt", "md"):
+            continue
+        meta = read_metadata(f.relative, f.path.read_text("utf-8"))
+        if meta.entity_type not in NPC_TYPES or meta.frontmatter.get("is_player"):
+            continue
+        fm = meta.frontmatter
+        name = fm.get("name") or fm.get("display_name") or meta.entity_id.replace("_", " ").title()
+        knows = fm.get("knows")
+        cast[meta.entity_id] = {
+            "name": str(name),
+            "traits": {k: fm[k] for k in _TRAIT_FIELDS if k in fm},
+            "knows": [str(k) for k in knows] if isinstance(knows, list) else [],
+        }
+    return cast
+
+
+def _starting_location(root: Path) -> str | None:
+    # Imported here: the characters package imports this one (chunking).
+    from ..characters.realize import load_campaign_context  # noqa: PLC0415
+
+    return load_campaign_context(root).constraints.starting_location
+
+
+def merge_trees(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``extra`` laid over it, objects merged key by key (copies)."""
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = merge_trees(out[key], value)
+        else:
+            out[key] = value
+    return out
