@@ -13,16 +13,21 @@ into a failed attempt (a replan, with the pattern planner) or its fallback.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import time
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, AsyncIterator, Callable
 
 import ray
 
 from narratoria.runtime.analytics import AnalyticsLog
+from narratoria.runtime.campaign import CampaignError
+from narratoria.runtime.campaign.library import CampaignLibrary, CampaignNotFound
+from narratoria.runtime.campaign.loaded import LoadedCampaign, merge_trees
 from narratoria.runtime.executor import ExecutorEvent
 from narratoria.runtime.plan import ExecutionResult, Plan, decode_plan
 from narratoria.runtime.planner.base import PlanRequest
@@ -140,7 +145,7 @@ class _RemoteMemory:
 @ray.remote(num_cpus=0, max_restarts=-1, max_concurrency=1000)
 class CoordinatorActor:
     def __init__(self, analytics_path: str, generation_budget_s: float = 5.0,
-                 planner_kind: str = "model") -> None:
+                 planner_kind: str = "model", data_dir: str | None = None) -> None:
         self.planner_kind = planner_kind  # "pattern": no model plans (tests, weak devices)
         # By name: a restarted coordinator finds the others without stored handles.
         self.planner, self.supervisor, self.store = (
@@ -150,9 +155,57 @@ class CoordinatorActor:
         self.turns: dict[str, _Turn] = {}
         self.active: dict[str, str] = {}  # session id -> turn id in flight
         self.turns_done = 0
+        self.campaigns = CampaignLibrary(Path(data_dir or os.path.dirname(analytics_path)))
 
     def status(self) -> dict[str, Any]:
         return {"pid": os.getpid(), "turnsInFlight": len(self.active), "turnsDone": self.turns_done}
+
+    # campaigns --------------------------------------------------------------------------
+
+    async def create_session(self, owner: str, campaign: str, title: str,
+                             state_json: str = "") -> SessionRecord:
+        """A new session; with a campaign (an id or a path), the campaign is ingested
+        (incrementally: an unchanged one in well under a second) and the session starts
+        from its state, stat ranges and cast. The request's state and NPCs are laid over
+        the campaign's."""
+        if not campaign:
+            return await self.store.create_session.remote(owner, "", title, state_json)
+        try:
+            path = await asyncio.to_thread(self.campaigns.locate, campaign)
+        except CampaignNotFound:
+            if await self.store.has_lore.remote(campaign):
+                # Lore stored without a folder to read (ingested elsewhere): grounding only.
+                return await self.store.create_session.remote(owner, campaign, title, state_json)
+            raise
+        async for ref in self.store.ingest_campaign.options(num_returns="streaming").remote(
+                str(path)):
+            await ref
+        loaded = await asyncio.to_thread(self.campaigns.load, str(path))
+        self.campaigns.remember(loaded.id, path)
+        request = json.loads(state_json) if state_json else {}
+        if not isinstance(request, dict):
+            raise ValueError("state_json: must be a JSON object")
+        cast = {**loaded.cast, **(request.pop("npcs", None) or {})}
+        initial = merge_trees(loaded.initial_state(), request)
+        return await self.store.create_session.remote(
+            owner, loaded.id, title, json.dumps(initial), loaded.ranges(), cast)
+
+    async def locate_campaign(self, ref: str) -> str:
+        """The folder or package a campaign id or path names (CampaignNotFound)."""
+        return str(await asyncio.to_thread(self.campaigns.locate, ref))
+
+    def remember_campaign(self, campaign_id: str, path: str) -> None:
+        self.campaigns.remember(campaign_id, Path(path))
+
+    async def _campaign(self, campaign_id: str) -> LoadedCampaign | None:
+        """The session's campaign, or None (no campaign, or lore without its files)."""
+        if not campaign_id:
+            return None
+        try:
+            return await asyncio.to_thread(self.campaigns.load, campaign_id)
+        except (CampaignNotFound, CampaignError) as exc:
+            log.warning("campaign %s: plays without beats or stat guidance: %s", campaign_id, exc)
+            return None
 
     async def start_turn(self, session_id: str, owner: str | None, text: str | None,
                          choice: int | None, plan_json: str | None = None,
@@ -179,11 +232,20 @@ class CoordinatorActor:
             self.active.pop(session_id, None)
             del self.turns[turn.id]
             raise
+        state = session.session_state()
+        campaign = await self._campaign(session.campaign)
+        guidance = (campaign.guidance(session.turns + 1, state, player_input)
+                    if campaign is not None else None)
+        if guidance is not None:
+            state.apply_patch(guidance.state_patch)  # beat consequences, the tracker's step
         scene = SceneInput(session_id=session_id, playthrough_id=session.playthrough_id,
                            turn_number=session.turns + 1, player_input=player_input,
-                           state=session.session_state(), last_narration=session.last_narration,
+                           state=state, last_narration=session.last_narration,
                            available=available, npcs=opened.npcs, facts=opened.facts,
-                           execute_only=execute_only)
+                           execute_only=execute_only,
+                           guidance=guidance.lines if guidance else (),
+                           beats_triggered=guidance.triggered if guidance else (),
+                           beats_skipped=guidance.skipped if guidance else ())
         turn.task = asyncio.create_task(self._run(turn, scene, opened.moment_id, plan))
         return turn.id
 

@@ -149,7 +149,8 @@ async def serve(config: DaemonConfig) -> int:
         supervisor = SkillSupervisorActor.options(name="supervisor").remote(
             roots, config.skill_limit, endpoint.grpc_target)
         coordinator = CoordinatorActor.options(name="coordinator").remote(
-            str(config.data_dir / "analytics.jsonl"), planner_kind=config.planner)
+            str(config.data_dir / "analytics.jsonl"), planner_kind=config.planner,
+            data_dir=str(config.data_dir))
         actors = {"coordinator": coordinator, "planner": planner, "embedder": embedder,
                   "store": store, "supervisor": supervisor}
         try:

@@ -117,9 +117,31 @@ class NarratoriaService(rpc.NarratoriaServicer):
         if len(request.state_json) > 1 << 20:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                                 f"state_json: {len(request.state_json)} characters; at most 1 MiB")
-        record = await _call(context, self.store.create_session.remote(
+        record = await _call(context, self.coordinator.create_session.remote(
             self._owner(context), request.campaign, request.title, request.state_json))
         return session_pb(record)
+
+    async def IngestCampaign(self, request: pb.IngestCampaignRequest,
+                             context: grpc.aio.ServicerContext) -> AsyncIterator[pb.IngestProgress]:
+        if not request.campaign.strip() or len(request.campaign) > 4096:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                "campaign: a campaign id or path of 1-4096 characters")
+        path = await _call(context, self.coordinator.locate_campaign.remote(request.campaign))
+        stream = self.store.ingest_campaign.options(num_returns="streaming").remote(path)
+        try:
+            async for ref in stream:
+                item = await ref
+                if isinstance(item, tuple):
+                    phase, done, total = item
+                    yield pb.IngestProgress(phase=phase, done=done, total=total)
+                else:
+                    await self.coordinator.remember_campaign.remote(item.campaign_id, path)
+                    yield pb.IngestProgress(phase="complete", done=item.text_chunks,
+                                            total=item.text_chunks,
+                                            result_json=msgspec.json.encode(item).decode())
+        except Exception as exc:  # noqa: BLE001 - every failure becomes a status code
+            code, message = _status_of(exc)
+            await context.abort(code, message)
 
     async def Branch(self, request: pb.BranchRequest,
                      context: grpc.aio.ServicerContext) -> pb.Session:

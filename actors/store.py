@@ -10,15 +10,20 @@ serialises writers itself.
 from __future__ import annotations
 
 import os
+import queue
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import ray
 
+from narratoria.runtime.campaign import IngestResult, ingest
 from narratoria.runtime.db import DB_FILENAME, connect
+from narratoria.runtime.grounding import lore_scope
 from narratoria.runtime.sessions import SessionRecord, SessionStore
-from narratoria.runtime.state import SessionState
+from narratoria.runtime.state import SessionState, StatRange
 from narratoria.runtime.store import MemoryEvent, PersistenceStore
 from narratoria.runtime.storyline import OpenScene, Storyline
 
@@ -52,11 +57,13 @@ class StoreActor:
     # sessions --------------------------------------------------------------------------
 
     def create_session(self, owner: str, campaign: str, title: str,
-                       state_json: str = "") -> SessionRecord:
+                       state_json: str = "", stats: dict[str, StatRange] | None = None,
+                       cast: dict[str, Any] | None = None) -> SessionRecord:
         initial = _doc(state_json, "state_json")
         if not isinstance(initial, dict):
             raise ValueError("state_json: must be a JSON object")
-        return self.storyline.create_session(owner, campaign, title, initial)
+        return self.storyline.create_session(owner, campaign, title, initial, stats=stats,
+                                             cast=cast)
 
     def branch_session(self, session_id: str, owner: str | None, at_scene: int) -> SessionRecord:
         return self.storyline.branch(session_id, owner, at_scene)
@@ -81,6 +88,34 @@ class StoreActor:
 
     def session_count(self) -> int:
         return self.sessions.count()
+
+    # campaigns -------------------------------------------------------------------------
+
+    def ingest_campaign(self, path: str) -> Iterator[tuple[str, int, int] | IngestResult]:
+        """Ingest the campaign at ``path`` (incremental): its progress as (phase, done,
+        total), then the IngestResult (a streaming generator). Runs here because this
+        actor owns the database file; a CLI beside a running daemon cannot open it."""
+        events: queue.Queue[tuple[str, int, int] | BaseException | IngestResult] = queue.Queue()
+
+        def work() -> None:
+            try:
+                events.put(ingest(Path(path), self.store, progress=lambda *p: events.put(p)))
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's generator
+                events.put(exc)
+
+        threading.Thread(target=work, name="ingest", daemon=True).start()
+        while True:
+            item = events.get()
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+            if isinstance(item, IngestResult):
+                return
+
+    def has_lore(self, campaign_id: str) -> bool:
+        """Whether lore of ``campaign_id`` is stored (ingested, perhaps from a folder gone since)."""
+        return bool(self.store.playthrough(lore_scope(campaign_id)).exact_match(
+            "lore_chunk", {"campaignId": campaign_id}, limit=1))
 
     # the scene's memory ----------------------------------------------------------------
 

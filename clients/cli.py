@@ -31,7 +31,7 @@ from narratoria.runtime.endpoint import EndpointError
 from narratoria.runtime.state import SessionState
 
 from . import play
-from .client import ClientError, NarratoriaClient, event_to_dict, message_to_dict
+from .client import ClientError, NarratoriaClient, campaign_ref, event_to_dict, message_to_dict
 from .render import (
     TurnRenderer,
     format_session,
@@ -179,7 +179,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_session_new(args: argparse.Namespace) -> int:
     initial = _load_state(args.state).tree if args.state else None
     with NarratoriaClient() as client:
-        session = client.create_session(campaign=args.campaign or "", title=args.title or "",
+        session = client.create_session(campaign=campaign_ref(args.campaign or ""),
+                                        title=args.title or "",
                                         state=initial)
     if args.json:
         _print_json(message_to_dict(session))
@@ -507,6 +508,56 @@ def cmd_campaigns_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_campaigns_ingest(args: argparse.Namespace) -> int:
+    if not args.data_dir:
+        # A running daemon holds the database: it ingests, and reports its progress.
+        try:
+            with NarratoriaClient(timeout_s=2) as client:
+                client.status()
+                return _ingest_through(client, args)
+        except ClientError as exc:
+            if exc.code not in ("UNAVAILABLE", "DEADLINE_EXCEEDED"):
+                return _fail(str(exc), 1)
+    return _ingest_here(args)
+
+
+def _ingest_through(client: NarratoriaClient, args: argparse.Namespace) -> int:
+    path = Path(args.path)
+    ref = str(path.resolve()) if path.exists() else args.path  # else: a campaign id
+    try:
+        for progress in client.ingest_campaign(ref):
+            if progress.result_json:
+                result = json.loads(progress.result_json)
+            elif progress.phase in ("files", "embedding") or progress.done == progress.total:
+                print(f"  {progress.phase}: {progress.done}/{progress.total}", file=sys.stderr)
+    except ClientError as exc:
+        if args.json:
+            _print_json({"status": "invalid" if exc.code == "INVALID_ARGUMENT" else "error",
+                         "message": exc.message})
+        return _fail(exc.message, 1)
+    if args.json:
+        _print_json({**result, "via": "daemon"})
+    else:
+        print(f"{result['campaignId']} {result['version']}: {result['totalFiles']} file(s), "
+              f"{result['textChunks']} chunk(s) ({result['chunksEmbedded']} embedded, "
+              f"{result['chunksReused']} reused, {result['chunksRemoved']} removed), "
+              f"{result['binaryAssets']} asset(s) in {result['totalIngestionMs']:.0f} ms "
+              "(by the running daemon)")
+    return 0
+
+
+def _campaign_path(ref: str, data_dir: Path) -> Path:
+    """A folder or package path as given; else a built-in or user campaign's id."""
+    from narratoria.runtime.campaign.library import CampaignLibrary, CampaignNotFound
+
+    if Path(ref).exists():
+        return Path(ref)
+    try:
+        return CampaignLibrary(data_dir).locate(ref)
+    except CampaignNotFound as exc:
+        raise SystemExit(_fail(str(exc.args[0]), 1)) from None
+
+
+def _ingest_here(args: argparse.Namespace) -> int:
     import duckdb
 
     from narratoria.runtime.campaign import CampaignError, ingest
@@ -527,7 +578,7 @@ def cmd_campaigns_ingest(args: argparse.Namespace) -> int:
 
     try:
         with PersistenceStore(con, make_backend()) as store:
-            result = ingest(Path(args.path), store, progress=progress)
+            result = ingest(_campaign_path(args.path, data_dir), store, progress=progress)
     except CampaignError as exc:
         if args.json:
             _print_json({"status": "invalid", "problems": _problem_docs(exc.problems)})
@@ -883,8 +934,9 @@ def build_parser() -> argparse.ArgumentParser:
     cval.set_defaults(func=cmd_campaigns_validate)
     cing = campaigns_sub.add_parser(
         "ingest", help="chunk, embed and store a campaign's lore (progress on stderr)",
-        description="Validates the campaign, then stores its chunks in the data dir's database "
-                    "(the daemon must not be running). Unchanged files are not re-embedded.")
+        description="Validates the campaign, then stores its chunks in the data dir's database: "
+                    "through the running daemon when there is one, else directly. Unchanged "
+                    "files are not re-embedded. PATH may be a built-in or user campaign's id.")
     cing.add_argument("path", metavar="PATH", help="the campaign folder or package")
     cing.add_argument("--data-dir", metavar="DIR", help="where the database is (default: the "
                                                         "data dir)")

@@ -16,6 +16,7 @@ for and how to start the daemon.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import time
 from typing import Any, Iterator
 
@@ -107,6 +108,17 @@ def _wrap(exc: grpc.RpcError, endpoint: Endpoint, had_token: bool) -> ClientErro
     return ClientError(code, detail)
 
 
+def campaign_ref(value: str) -> str:
+    """A campaign argument as the daemon needs it: an existing path made absolute (the
+    daemon's working directory is not the caller's), anything else (an id) as given."""
+    path = Path(value).expanduser()
+    return str(path.resolve()) if value and path.exists() else value
+
+
+CAMPAIGN_TIMEOUT_S = 300.0
+INGEST_TIMEOUT_S = 1800.0  # a 500-file campaign embeds for about a minute on 2 cores
+
+
 class NarratoriaClient:
     """One channel to the daemon; every method is one RPC.
 
@@ -192,8 +204,21 @@ class NarratoriaClient:
                        state: dict[str, Any] | None = None) -> pb.Session:
         """A new session; ``state``: its initial state tree, whose ``npcs`` map declares
         the session's NPCs (id -> {"name", "traits"?, "voice"?, "knows"?: [facts]})."""
+        # A campaign's first session ingests it (embedding: seconds to a minute).
         return self._call("CreateSession", pb.CreateSessionRequest(
-            campaign=campaign, title=title, state_json=json.dumps(state) if state else ""))
+            campaign=campaign, title=title, state_json=json.dumps(state) if state else ""),
+            timeout_s=max(self.timeout_s, CAMPAIGN_TIMEOUT_S) if campaign else None)
+
+    def ingest_campaign(self, campaign: str) -> Iterator[pb.IngestProgress]:
+        """Ingest a campaign (an id, or a path the daemon can read) in the daemon's
+        store: progress messages, the last one (phase "complete") with the result."""
+        try:
+            call = self.stub.IngestCampaign(pb.IngestCampaignRequest(campaign=campaign),
+                                            timeout=max(self.timeout_s, INGEST_TIMEOUT_S),
+                                            metadata=self._metadata)
+            yield from call
+        except grpc.RpcError as exc:
+            raise _wrap(exc, self.endpoint, bool(self._token)) from None
 
     def branch(self, session_id: str, at_scene: int = 0) -> pb.Session:
         """A new session retrying ``session_id`` from scene ``at_scene`` (0: the last

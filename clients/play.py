@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator, Sequence, TextIO
 
 from narratoria.proto import narratoria_pb2 as pb
 
-from .client import ClientError, NarratoriaClient, event_to_dict, message_to_dict
+from .client import ClientError, NarratoriaClient, campaign_ref, event_to_dict, message_to_dict
 from .render import TurnRenderer, format_choices, format_session, format_state
 
 __all__ = ["Action", "add_arguments", "auto_action", "cmd_play", "parse_action"]
@@ -144,7 +144,8 @@ def _open_session(client: NarratoriaClient, args: argparse.Namespace,
         session = client.resume_session(args.session)
         screen.text(format_session(session))
     else:
-        session = client.create_session(campaign=args.campaign or "", title=args.title or "")
+        session = client.create_session(campaign=campaign_ref(args.campaign or ""),
+                                        title=args.title or "")
         campaign = f" · campaign {session.campaign}" if session.campaign else ""
         screen.text(f"new session {session.id}{campaign}\n")
     screen.doc({"kind": "session", "session": message_to_dict(session)})
@@ -246,7 +247,9 @@ def cmd_play(args: argparse.Namespace) -> int:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--session", metavar="ID", help="resume this session (default: a new one)")
-    p.add_argument("--campaign", metavar="ID", help="the new session's campaign")
+    p.add_argument("--campaign", metavar="ID|PATH",
+                   help="the new session's campaign: a built-in or user campaign's id "
+                        "(`narratoria campaigns list`), or a folder or package")
     p.add_argument("--title", metavar="T", help="the new session's title")
     source = p.add_mutually_exclusive_group()
     source.add_argument("--auto", action="store_true",

@@ -64,6 +64,24 @@ class CreateSessionRequest(_message.Message):
     state_json: str
     def __init__(self, campaign: _Optional[str] = ..., title: _Optional[str] = ..., state_json: _Optional[str] = ...) -> None: ...
 
+class IngestCampaignRequest(_message.Message):
+    __slots__ = ("campaign",)
+    CAMPAIGN_FIELD_NUMBER: _ClassVar[int]
+    campaign: str
+    def __init__(self, campaign: _Optional[str] = ...) -> None: ...
+
+class IngestProgress(_message.Message):
+    __slots__ = ("phase", "done", "total", "result_json")
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    DONE_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    RESULT_JSON_FIELD_NUMBER: _ClassVar[int]
+    phase: str
+    done: int
+    total: int
+    result_json: str
+    def __init__(self, phase: _Optional[str] = ..., done: _Optional[int] = ..., total: _Optional[int] = ..., result_json: _Optional[str] = ...) -> None: ...
+
 class BranchRequest(_message.Message):
     __slots__ = ("session_id", "at_scene")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]

@@ -79,6 +79,11 @@ class NarratoriaStub:
                 request_serializer=narratoria_dot_proto_dot_narratoria__pb2.StatusRequest.SerializeToString,
                 response_deserializer=narratoria_dot_proto_dot_narratoria__pb2.StatusResponse.FromString,
                 _registered_method=True)
+        self.IngestCampaign = channel.unary_stream(
+                '/narratoria.v1.Narratoria/IngestCampaign',
+                request_serializer=narratoria_dot_proto_dot_narratoria__pb2.IngestCampaignRequest.SerializeToString,
+                response_deserializer=narratoria_dot_proto_dot_narratoria__pb2.IngestProgress.FromString,
+                _registered_method=True)
 
 
 class NarratoriaServicer:
@@ -142,6 +147,17 @@ class NarratoriaServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def IngestCampaign(self, request, context):
+        """Chunk, embed and store a campaign's lore in the daemon's database (which a
+        running daemon holds): its progress as it goes, then the completion record.
+        Incremental: an unchanged campaign embeds nothing; an invalid one is refused
+        (INVALID_ARGUMENT, every problem as file:line: field: message) and the stored
+        version stays as it was.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_NarratoriaServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -189,6 +205,11 @@ def add_NarratoriaServicer_to_server(servicer, server):
                     servicer.Status,
                     request_deserializer=narratoria_dot_proto_dot_narratoria__pb2.StatusRequest.FromString,
                     response_serializer=narratoria_dot_proto_dot_narratoria__pb2.StatusResponse.SerializeToString,
+            ),
+            'IngestCampaign': grpc.unary_stream_rpc_method_handler(
+                    servicer.IngestCampaign,
+                    request_deserializer=narratoria_dot_proto_dot_narratoria__pb2.IngestCampaignRequest.FromString,
+                    response_serializer=narratoria_dot_proto_dot_narratoria__pb2.IngestProgress.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -434,6 +455,33 @@ class Narratoria:
             '/narratoria.v1.Narratoria/Status',
             narratoria_dot_proto_dot_narratoria__pb2.StatusRequest.SerializeToString,
             narratoria_dot_proto_dot_narratoria__pb2.StatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def IngestCampaign(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/narratoria.v1.Narratoria/IngestCampaign',
+            narratoria_dot_proto_dot_narratoria__pb2.IngestCampaignRequest.SerializeToString,
+            narratoria_dot_proto_dot_narratoria__pb2.IngestProgress.FromString,
             options,
             channel_credentials,
             insecure,

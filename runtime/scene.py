@@ -91,6 +91,11 @@ class SceneInput:
     facts: tuple[Fragment, ...] = ()
     # Skills only: no model narration or choices (a fixed plan loading a skill alone).
     execute_only: bool = False
+    # The campaign's asks for this scene (campaign/loaded.py): beats due, stat prompts;
+    # and, for the authors' log, the beats triggered and skipped (id, why).
+    guidance: tuple[str, ...] = ()
+    beats_triggered: tuple[str, ...] = ()
+    beats_skipped: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
@@ -244,6 +249,7 @@ async def run_scene(services: SceneServices, scene: SceneInput, emit: Emit) -> S
     emit("started", {"session_id": scene.session_id, "turn_number": scene.turn_number,
                      "input": scene.player_input})
     memories = await _recall(services.memory, scene)
+    _log_beats(emit, scene)
     if scene.npcs:
         # Which NPC knowledge the narrator is given, for clients and tests: never the prose.
         emit("knowledge", {"npcs": [{"npc_id": v.npc_id, "name": v.name, "facts": list(v.facts),
@@ -292,7 +298,7 @@ async def run_scene(services: SceneServices, scene: SceneInput, emit: Emit) -> S
             state=_narratable(state),
             npc_knowledge=tuple(v.line() for v in scene.npcs),
             npc_perception={v.name: v.perception for v in scene.npcs if v.perception is not None},
-            player_stats=player_stats(state))
+            player_stats=player_stats(state), guidance=scene.guidance)
         narration = await _narrate(services.narrator, context, emit)
         if not narration.strip():
             narration = success_narration(outcome.plan, outcome.result) if outcome.plan else ""
@@ -320,6 +326,14 @@ async def run_scene(services: SceneServices, scene: SceneInput, emit: Emit) -> S
                   "fallback": outcome.fallback, "timings_ms": timings,
                   "state_json": _json(state.tree), "outcome": outcome.state.value})
     return SceneResult(narration, choices, state, outcome.fallback, timings)
+
+
+def _log_beats(emit: Emit, scene: SceneInput) -> None:
+    for beat in scene.beats_triggered:
+        emit("log", {"level": "info", "message": f"plot beat triggered: {beat}", "source": "plot"})
+    for beat, why in scene.beats_skipped:
+        emit("log", {"level": "info", "message": f"plot beat skipped: {beat} ({why})",
+                     "source": "plot"})
 
 
 def _log_grounding(emit: Emit, scene: SceneInput, grounding: GroundingReport) -> None:

@@ -41,7 +41,7 @@ from .grounding import LORE_LIMIT, lore_scope
 from .npcs import Npc, NpcView, cast_from_json, cast_json, parse_cast, present
 from .planner.context import Fragment
 from .sessions import BadScene, SessionRecord, SessionStore
-from .state import SessionState
+from .state import SessionState, StatRange
 from .state.engine import NarrativeStateEngine
 from .state.engine_schema import SCHEMA as ENGINE_SCHEMA
 from .state.models import CharacterState, DuplicateError, EngineConfig
@@ -100,23 +100,31 @@ class Storyline:
     # -- sessions -----------------------------------------------------------------------
 
     def create_session(self, owner: str, campaign: str = "", title: str = "",
-                       initial: Mapping[str, Any] | None = None) -> SessionRecord:
+                       initial: Mapping[str, Any] | None = None, *,
+                       stats: Mapping[str, StatRange] | None = None,
+                       cast: Mapping[str, Any] | None = None) -> SessionRecord:
         """A session whose initial state is ``initial`` less its ``npcs`` map, which
-        declares the cast (``npcs.parse_cast``; a bad map raises CastError)."""
+        declares the cast (``npcs.parse_cast``; a bad map raises CastError).
+
+        A campaign gives the cast separately (``cast``), as its state tree has an
+        ``npcs`` subtree of its own (NPC stats), and the ``stats`` ranges every later
+        patch is clamped into."""
         tree = dict(initial or {})
         sid = self.sessions.new_id()
-        cast = parse_cast(tree.pop("npcs", None), lineage=sid)
-        state = SessionState(tree)  # checks the tree before anything is written
+        if cast is None:
+            cast = tree.pop("npcs", None)
+        npcs = parse_cast(cast, lineage=sid)
+        state = SessionState(tree, stats)  # checks the tree before anything is written
         take = self.engine.create_take(notes=f"session {sid}")
         moment = self._new_moment(sid, 0)
-        for npc in cast:
+        for npc in npcs:
             self.engine.register_character(npc.character_id, npc.name, dict(npc.traits),
                                            dict(npc.voice))
             for fact in npc.knows:  # given by the campaign, before the first scene
                 fact_id = self.engine.log_fact(fact, "campaign", moment)
                 self.engine.log_knowledge(npc.character_id, fact_id, moment, take)
         return self.sessions.create(owner, campaign, title, state, session_id=sid, take_id=take,
-                                    cast=cast_json(cast), moment_id=moment)
+                                    cast=cast_json(npcs), moment_id=moment)
 
     def branch(self, session_id: str, owner: str | None, at_scene: int = 0) -> SessionRecord:
         """A new session retrying ``session_id`` from scene ``at_scene`` (0: its last scene)."""

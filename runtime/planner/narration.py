@@ -66,6 +66,8 @@ class NarrationContext:
     npc_perception: Mapping[str, float] = field(default_factory=dict)
     player_stats: Mapping[str, float] = field(default_factory=dict)
     style: str = ""                                  # "", terse, vivid, poetic (NARRATION_STYLES)
+    # The campaign's asks for this scene: plot beats due now, stats' prompts that apply.
+    guidance: Sequence[str] = ()
 
 
 def narration_messages(context: NarrationContext) -> list[dict[str, str]]:
@@ -73,6 +75,8 @@ def narration_messages(context: NarrationContext) -> list[dict[str, str]]:
     if context.facts.strip():
         # Grounding (§6.2.10): the campaign's words win over invention.
         parts.append(f"{FACTS_HEADING}\n{context.facts.strip()}")
+    if context.guidance:
+        parts.append("Campaign guidance: " + _clip(" ".join(context.guidance)))
     if context.scene.strip():
         parts.append(f"Scene: {_tail(context.scene)}")
     if context.memories:

@@ -1,0 +1,121 @@
+"""A campaign played through a real daemon: started by id or path, ingested by the
+daemon, its stats clamped, its NPCs bounded, its plot beats triggered."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURE_SKILLS, TESTS
+from narratoria.clients.client import ClientError
+from skill_plans import run_plan
+from test_daemon import kinds, play
+
+REPO = TESTS.parent
+TINY = TESTS / "fixtures" / "campaigns" / "tiny"
+BROKEN = TESTS / "fixtures" / "campaigns" / "broken"
+ECHO = FIXTURE_SKILLS / "echo" / "scripts" / "echo"
+
+
+def state_of(client, session_id: str) -> dict:
+    return json.loads(client.get_state(session_id).state_json)
+
+
+def logs(events, source: str) -> list[str]:
+    return [e.log.message for e in events if e.WhichOneof("event") == "log" and e.log.source == source]
+
+
+def test_a_built_in_campaign_starts_from_its_state_and_cast(pattern_daemon):
+    with pattern_daemon.client() as client:
+        session = client.create_session(campaign="long_ebb", title="ebb")
+        assert session.campaign == "long_ebb"
+        state = state_of(client, session.id)
+        assert state["player"]["stats"] == {"vigour": 100, "lamp_oil": 3, "nerve": 7,
+                                            "drowned_regard": 50}
+        assert state["npcs"]["odile_venn"]["stats"]["trust"] == 4  # an NPC stat
+        assert set(state["player"]["inventory"]) == {"tide_lantern", "boathook", "lamp_oil_flask"}
+        assert state["world"]["location"] == "brinehollow_quay"
+        # The campaign's characters are the session's NPCs: named, they are present.
+        events = play(client, session.id, text="I ask Odile Venn about the contract")
+        assert kinds(events)[-1] == "done"
+        knowledge = [e.knowledge for e in events if e.WhichOneof("event") == "knowledge"]
+        assert knowledge and [n.npc_id for n in knowledge[0].npcs] == ["odile_venn"]
+
+
+def test_plot_beats_trigger_as_scenes_pass_and_are_saved_with_the_turn(pattern_daemon):
+    with pattern_daemon.client() as client:
+        session = client.create_session(campaign="long_ebb")
+        first = play(client, session.id, text="I look out over the empty bay")
+        assert "plot beat triggered: the_contract" in logs(first, "plot")
+        tracker = state_of(client, session.id)["plot"]["beats"]
+        assert "the_contract" in json.dumps(tracker)
+        seen = set(logs(first, "plot"))
+        for _ in range(3):
+            seen |= set(logs(play(client, session.id, text="I walk along the quay"), "plot"))
+        assert "plot beat triggered: the_first_bell" in seen  # its window opens at scene 3
+        # Rewinding to scene 1 restores the tracker as it was before scene 1: the
+        # contract beat triggers again in the new take.
+        branch = client.branch(session.id, at_scene=1)
+        again = play(client, branch.id, text="I look out over the empty bay")
+        assert "plot beat triggered: the_contract" in logs(again, "plot")
+
+
+def test_a_stat_patch_is_clamped_into_the_campaigns_range(pattern_daemon):
+    with pattern_daemon.client() as client:
+        session = client.create_session(campaign="long_ebb")
+        events = run_plan(client, session.id, {
+            "toolId": "boost", "toolPath": str(ECHO),
+            "input": {"key": "player", "value": {"stats": {"nerve": 99, "lamp_oil": -4}}}})
+        assert kinds(events)[-1] == "done"
+        stats = state_of(client, session.id)["player"]["stats"]
+        assert (stats["nerve"], stats["lamp_oil"]) == (10, 0)  # ranges 0-10 and 0-6
+
+
+def test_a_campaign_folder_is_ingested_by_the_daemon_with_progress(pattern_daemon, tmp_path):
+    folder = Path(shutil.copytree(TINY, tmp_path / "tiny"))
+    with pattern_daemon.client() as client:
+        first = list(client.ingest_campaign(str(folder)))
+        assert first[0].phase == "files" and first[-1].phase == "complete"
+        result = json.loads(first[-1].result_json)
+        assert result["campaignId"] == "tiny" and result["chunksEmbedded"] == result["textChunks"] > 0
+        again = json.loads(list(client.ingest_campaign(str(folder)))[-1].result_json)
+        assert again["chunksEmbedded"] == 0 and again["chunksReused"] == result["textChunks"]
+        # Ingested from a path, the campaign is known by its id from then on.
+        session = client.create_session(campaign="tiny")
+        assert session.campaign == "tiny"
+        assert state_of(client, session.id)["player"]["stats"]["health"] == 100
+
+
+def test_bad_campaigns_are_refused_with_every_problem_and_nothing_started(pattern_daemon):
+    with pattern_daemon.client() as client:
+        before = len(client.list_sessions(include_ended=True))
+        with pytest.raises(ClientError) as bad:
+            client.create_session(campaign=str(BROKEN))
+        assert bad.value.code == "INVALID_ARGUMENT"
+        assert "campaign.yml:1: version: required field is missing" in bad.value.message
+        assert "stats/mana.json:3: range" in bad.value.message
+        with pytest.raises(ClientError) as unknown:
+            client.create_session(campaign="no_such_campaign")
+        assert unknown.value.code == "NOT_FOUND" and "no_such_campaign" in unknown.value.message
+        with pytest.raises(ClientError) as refused:
+            list(client.ingest_campaign(str(BROKEN)))
+        assert refused.value.code == "INVALID_ARGUMENT"
+        assert len(client.list_sessions(include_ended=True)) == before
+
+
+def test_cli_ingest_goes_through_the_running_daemon(pattern_daemon, tmp_path):
+    folder = Path(shutil.copytree(REPO / "campaigns" / "ninth_milestone", tmp_path / "nm"))
+    env = {"NARRATORIA_ADDRESS": f"unix://{pattern_daemon.socket}", "PATH": "/usr/bin:/bin",
+           "HOME": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-m", "narratoria.clients.cli", "campaigns", "ingest",
+                          str(folder), "--json"], capture_output=True, text=True, env=env,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert (doc["via"], doc["campaignId"]) == ("daemon", "ninth_milestone")
+    assert "embedding" in out.stderr  # progress
