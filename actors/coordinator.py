@@ -28,6 +28,8 @@ from narratoria.runtime.analytics import AnalyticsLog
 from narratoria.runtime.campaign import CampaignError
 from narratoria.runtime.campaign.library import CampaignLibrary, CampaignNotFound
 from narratoria.runtime.campaign.loaded import LoadedCampaign, merge_trees
+from narratoria.runtime.characters import CharacterStore
+from narratoria.runtime.characters.realize import load_campaign_context, realize
 from narratoria.runtime.executor import ExecutorEvent
 from narratoria.runtime.plan import ExecutionResult, Plan, decode_plan
 from narratoria.runtime.planner.base import PlanRequest
@@ -163,7 +165,7 @@ class CoordinatorActor:
     # campaigns --------------------------------------------------------------------------
 
     async def create_session(self, owner: str, campaign: str, title: str,
-                             state_json: str = "") -> SessionRecord:
+                             state_json: str = "", character_id: str = "") -> SessionRecord:
         """A new session; with a campaign (an id or a path), the campaign is ingested
         (incrementally: an unchanged one in well under a second) and the session starts
         from its state, stat ranges and cast. The request's state and NPCs are laid over
@@ -186,9 +188,32 @@ class CoordinatorActor:
         if not isinstance(request, dict):
             raise ValueError("state_json: must be a JSON object")
         cast = {**loaded.cast, **(request.pop("npcs", None) or {})}
-        initial = merge_trees(loaded.initial_state(), request)
+        initial = loaded.initial_state()
+        if character_id:
+            initial = merge_trees(initial, await self._realize(character_id, loaded))
+        initial = merge_trees(initial, request)
         return await self.store.create_session.remote(
             owner, loaded.id, title, json.dumps(initial), loaded.ranges(), cast)
+
+    async def _realize(self, character_id: str, campaign: LoadedCampaign) -> dict[str, Any]:
+        """The player's part of the initial state for a fresh character realised in
+        ``campaign`` (by the model, under the campaign's constraints; reused when done
+        before), its chunks added to the campaign's lore as the player's."""
+        planner = self.planner
+
+        def generate(prompt: str) -> str:
+            return ray.get(planner.complete.remote(prompt))
+
+        store = CharacterStore(self.campaigns.data_dir)
+        context = load_campaign_context(campaign.root)
+        realization = await asyncio.to_thread(realize, character_id, context, generate, store=store)
+        await self.store.add_player_chunks.remote(realization)
+        player = dict(realization.player_state.get("player", {}))
+        # The campaign's item catalog and world already say what the player carries
+        # and where they are; the persona adds who they are.
+        player.pop("inventory", None)
+        player.pop("location", None)
+        return {"player": player}
 
     async def locate_campaign(self, ref: str) -> str:
         """The folder or package a campaign id or path names (CampaignNotFound)."""

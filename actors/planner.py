@@ -59,6 +59,13 @@ class PlannerActor:
         scripts = tuple(SkillRegistry([Path(r) for r in skill_roots]).scripts())
         return await asyncio.to_thread(routed.warm, PlanRequest("warm up", scripts))
 
+    async def complete(self, prompt: str, max_tokens: int = 400) -> str:
+        """One free-text answer from the model (a player character's realisation)."""
+        text, _stats = await asyncio.to_thread(
+            self.planner.complete, [{"role": "user", "content": prompt}], "complete",
+            max_tokens=max_tokens)
+        return text
+
     async def choices(self, context: NarrationContext, narration: str) -> list[str]:
         cancel = threading.Event()
         try:

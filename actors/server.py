@@ -19,6 +19,7 @@ import ray
 
 from narratoria.proto import narratoria_pb2 as pb
 from narratoria.proto import narratoria_pb2_grpc as rpc
+from narratoria.runtime.characters import CharacterNotFound
 from narratoria.runtime.endpoint import SKILL_TOKEN_METADATA, TOKEN_METADATA
 from narratoria.runtime.planner.narration import NARRATION_STYLES, NarrationContext
 from narratoria.runtime.sessions import SessionEnded, SessionForbidden, SessionNotFound, SessionRecord
@@ -30,6 +31,7 @@ LOCAL_OWNER = "local"
 
 _CODES: list[tuple[type[BaseException], grpc.StatusCode]] = [
     (SessionNotFound, grpc.StatusCode.NOT_FOUND),
+    (CharacterNotFound, grpc.StatusCode.NOT_FOUND),
     (RecordNotFound, grpc.StatusCode.NOT_FOUND),
     (SessionForbidden, grpc.StatusCode.PERMISSION_DENIED),
     (SessionEnded, grpc.StatusCode.FAILED_PRECONDITION),
@@ -117,8 +119,12 @@ class NarratoriaService(rpc.NarratoriaServicer):
         if len(request.state_json) > 1 << 20:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                                 f"state_json: {len(request.state_json)} characters; at most 1 MiB")
+        if request.character_id and not request.campaign:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                "character_id: a character is realised in a campaign; name one")
         record = await _call(context, self.coordinator.create_session.remote(
-            self._owner(context), request.campaign, request.title, request.state_json))
+            self._owner(context), request.campaign, request.title, request.state_json,
+            request.character_id))
         return session_pb(record)
 
     async def IngestCampaign(self, request: pb.IngestCampaignRequest,
@@ -270,47 +276,73 @@ async def _skill_playthrough(supervisor: Any, context: grpc.aio.ServicerContext)
     return playthrough
 
 
+SKILL_SCOPE_PREFIX = "skill:"
+
+
+def skill_scope(skill: str) -> str:
+    """The store scope (playthrough id) of ``skill``'s own records, shared by every
+    playthrough; only the skill's own invocations reach it (``skill_scope`` requests)."""
+    return f"{SKILL_SCOPE_PREFIX}{skill}"
+
+
 class StoreService(rpc.StoreServicer):
-    """The persistence layer for skill processes, bound to the caller's playthrough."""
+    """The persistence layer for skill processes, bound to the caller's playthrough, or
+    with ``skill_scope`` to the calling skill's own records shared across playthroughs.
+    Both come from the token, never from the request: no call names another scope."""
 
     def __init__(self, daemon: Daemon) -> None:
         self.store = daemon.actors["store"]
         self.supervisor = daemon.actors["supervisor"]
 
-    async def _playthrough(self, context: grpc.aio.ServicerContext) -> str:
-        return await _skill_playthrough(self.supervisor, context)
+    async def _playthrough(self, request: Any, context: grpc.aio.ServicerContext) -> str:
+        """The scope the call works in: the token's playthrough, or ``skill:<name>`` of
+        the token's skill when the request sets ``skill_scope``."""
+        token = dict(context.invocation_metadata() or ()).get(SKILL_TOKEN_METADATA, "")
+        bound = await self.supervisor.token_scope.remote(token) if token else None
+        if bound is None:
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED,
+                                f"{SKILL_TOKEN_METADATA}: missing, expired or unknown skill token")
+        playthrough, skill = bound
+        if not request.skill_scope:
+            return playthrough
+        if not skill:
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED,
+                                "skill_scope: this invocation runs no registered skill (the plan "
+                                "named a script path outside every skill), so it has no skill "
+                                "scope; only the playthrough's records are open to it")
+        return skill_scope(skill)
 
     async def Put(self, request: pb.PutRequest, context: grpc.aio.ServicerContext) -> pb.RecordResponse:
-        pt = await self._playthrough(context)
+        pt = await self._playthrough(request, context)
         return pb.RecordResponse(record_json=await _call(context, self.store.put.remote(
             pt, request.data_type, request.record_json)))
 
     async def Update(self, request: pb.UpdateRequest,
                      context: grpc.aio.ServicerContext) -> pb.RecordResponse:
-        pt = await self._playthrough(context)
+        pt = await self._playthrough(request, context)
         return pb.RecordResponse(record_json=await _call(context, self.store.update.remote(
             pt, request.data_type, request.key, request.changes_json)))
 
     async def AdjustScore(self, request: pb.AdjustScoreRequest,
                           context: grpc.aio.ServicerContext) -> pb.RecordResponse:
-        pt = await self._playthrough(context)
+        pt = await self._playthrough(request, context)
         return pb.RecordResponse(record_json=await _call(context, self.store.adjust_score.remote(
             pt, request.data_type, request.key, request.delta, request.event)))
 
     async def Delete(self, request: pb.KeyRequest,
                      context: grpc.aio.ServicerContext) -> pb.DeleteResponse:
-        pt = await self._playthrough(context)
+        pt = await self._playthrough(request, context)
         return pb.DeleteResponse(deleted=await _call(context, self.store.delete.remote(
             pt, request.data_type, request.key)))
 
     async def Get(self, request: pb.KeyRequest, context: grpc.aio.ServicerContext) -> pb.RecordResponse:
-        pt = await self._playthrough(context)
+        pt = await self._playthrough(request, context)
         return pb.RecordResponse(record_json=await _call(context, self.store.get.remote(
             pt, request.data_type, request.key)))
 
     async def SemanticSearch(self, request: pb.SemanticSearchRequest,
                              context: grpc.aio.ServicerContext) -> pb.SearchResponse:
-        pt = await self._playthrough(context)
+        pt = await self._playthrough(request, context)
         hits = await _call(context, self.store.semantic_search.remote(
             pt, request.data_type, request.query, request.limit, request.filters_json,
             request.min_score or None))
@@ -318,7 +350,7 @@ class StoreService(rpc.StoreServicer):
 
     async def ExactMatch(self, request: pb.ExactMatchRequest,
                          context: grpc.aio.ServicerContext) -> pb.SearchResponse:
-        pt = await self._playthrough(context)
+        pt = await self._playthrough(request, context)
         records = await _call(context, self.store.exact_match.remote(
             pt, request.data_type, request.filters_json, request.limit))
         return pb.SearchResponse(hits=[pb.SearchHit(record_json=r, score=0.0) for r in records])

@@ -20,6 +20,7 @@ import msgspec
 import ray
 
 from narratoria.runtime.campaign import IngestResult, ingest
+from narratoria.runtime.characters.realize import Realization, ensure_in_store
 from narratoria.runtime.db import DB_FILENAME, connect
 from narratoria.runtime.grounding import lore_scope
 from narratoria.runtime.sessions import SessionRecord, SessionStore
@@ -111,6 +112,10 @@ class StoreActor:
             yield item
             if isinstance(item, IngestResult):
                 return
+
+    def add_player_chunks(self, realization: Realization) -> int:
+        """A realised player character's chunks in its campaign's lore (isPlayer)."""
+        return ensure_in_store(self.store, realization)
 
     def has_lore(self, campaign_id: str) -> bool:
         """Whether lore of ``campaign_id`` is stored (ingested, perhaps from a folder gone since)."""

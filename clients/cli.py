@@ -180,7 +180,7 @@ def cmd_session_new(args: argparse.Namespace) -> int:
     initial = _load_state(args.state).tree if args.state else None
     with NarratoriaClient() as client:
         session = client.create_session(campaign=campaign_ref(args.campaign or ""),
-                                        title=args.title or "",
+                                        title=args.title or "", character_id=args.character or "",
                                         state=initial)
     if args.json:
         _print_json(message_to_dict(session))
@@ -830,7 +830,10 @@ def build_parser() -> argparse.ArgumentParser:
     session = sub.add_parser("session", help="daemon sessions: new, list, show, branch, end")
     session_sub = session.add_subparsers(dest="session_command", metavar="ACTION", required=True)
     new = session_sub.add_parser("new", help="create a session and print its id")
-    new.add_argument("--campaign", metavar="ID")
+    new.add_argument("--campaign", metavar="ID|PATH",
+                     help="a built-in or user campaign's id, or a folder or package")
+    new.add_argument("--character", metavar="ID",
+                     help="play as this fresh character, realised in the campaign")
     new.add_argument("--title", metavar="T")
     new.add_argument("--state", metavar="FILE",
                      help="initial state (JSON object); its \"npcs\" map declares the NPCs: "
@@ -954,6 +957,8 @@ def build_parser() -> argparse.ArgumentParser:
         "list", help="built-in and user campaigns, with id, version, title and whether valid")
     clist.add_argument("--json", action="store_true")
     clist.set_defaults(func=cmd_campaigns_list)
+    from .campaigns_cli import add_campaign_queries  # related, assets: in their own module
+    add_campaign_queries(campaigns_sub)
 
     from .characters_cli import add_characters_parser  # the command group lives in its own module
 

@@ -201,12 +201,13 @@ class NarratoriaClient:
             time.sleep(min(_POLL_INTERVAL_S, max(deadline - time.monotonic(), 0)))
 
     def create_session(self, campaign: str = "", title: str = "",
-                       state: dict[str, Any] | None = None) -> pb.Session:
+                       state: dict[str, Any] | None = None, character_id: str = "") -> pb.Session:
         """A new session; ``state``: its initial state tree, whose ``npcs`` map declares
         the session's NPCs (id -> {"name", "traits"?, "voice"?, "knows"?: [facts]})."""
         # A campaign's first session ingests it (embedding: seconds to a minute).
         return self._call("CreateSession", pb.CreateSessionRequest(
-            campaign=campaign, title=title, state_json=json.dumps(state) if state else ""),
+            campaign=campaign, title=title, state_json=json.dumps(state) if state else "",
+            character_id=character_id),
             timeout_s=max(self.timeout_s, CAMPAIGN_TIMEOUT_S) if campaign else None)
 
     def ingest_campaign(self, campaign: str) -> Iterator[pb.IngestProgress]:

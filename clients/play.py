@@ -145,7 +145,8 @@ def _open_session(client: NarratoriaClient, args: argparse.Namespace,
         screen.text(format_session(session))
     else:
         session = client.create_session(campaign=campaign_ref(args.campaign or ""),
-                                        title=args.title or "")
+                                        title=args.title or "",
+                                        character_id=args.character or "")
         campaign = f" · campaign {session.campaign}" if session.campaign else ""
         screen.text(f"new session {session.id}{campaign}\n")
     screen.doc({"kind": "session", "session": message_to_dict(session)})
@@ -194,8 +195,9 @@ def cmd_play(args: argparse.Namespace) -> int:
     if args.turns is not None and args.turns < 1:
         print("narratoria: --turns must be at least 1", file=sys.stderr)
         return 2
-    if args.session and (args.campaign or args.title):
-        print("narratoria: --campaign and --title are for a new session, not with --session",
+    if args.session and (args.campaign or args.title or args.character):
+        print("narratoria: --campaign, --title and --character are for a new session, "
+              "not with --session",
               file=sys.stderr)
         return 2
     if args.script and not Path(args.script).is_file():
@@ -251,6 +253,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the new session's campaign: a built-in or user campaign's id "
                         "(`narratoria campaigns list`), or a folder or package")
     p.add_argument("--title", metavar="T", help="the new session's title")
+    p.add_argument("--character", metavar="ID",
+                   help="play as this fresh character (`narratoria characters list`), "
+                        "realised in the --campaign")
     source = p.add_mutually_exclusive_group()
     source.add_argument("--auto", action="store_true",
                         help="no input: always pick choice 1 (\"look around\" while there are "

@@ -55,14 +55,16 @@ class Session(_message.Message):
     def __init__(self, id: _Optional[str] = ..., campaign: _Optional[str] = ..., status: _Optional[str] = ..., created_at_ms: _Optional[int] = ..., updated_at_ms: _Optional[int] = ..., turns: _Optional[int] = ..., playthrough_id: _Optional[str] = ..., last_narration: _Optional[str] = ..., choices: _Optional[_Iterable[str]] = ..., title: _Optional[str] = ..., parent_session_id: _Optional[str] = ..., branched_at_scene: _Optional[int] = ...) -> None: ...
 
 class CreateSessionRequest(_message.Message):
-    __slots__ = ("campaign", "title", "state_json")
+    __slots__ = ("campaign", "title", "state_json", "character_id")
     CAMPAIGN_FIELD_NUMBER: _ClassVar[int]
     TITLE_FIELD_NUMBER: _ClassVar[int]
     STATE_JSON_FIELD_NUMBER: _ClassVar[int]
+    CHARACTER_ID_FIELD_NUMBER: _ClassVar[int]
     campaign: str
     title: str
     state_json: str
-    def __init__(self, campaign: _Optional[str] = ..., title: _Optional[str] = ..., state_json: _Optional[str] = ...) -> None: ...
+    character_id: str
+    def __init__(self, campaign: _Optional[str] = ..., title: _Optional[str] = ..., state_json: _Optional[str] = ..., character_id: _Optional[str] = ...) -> None: ...
 
 class IngestCampaignRequest(_message.Message):
     __slots__ = ("campaign",)
@@ -402,42 +404,50 @@ class StatusResponse(_message.Message):
     def __init__(self, version: _Optional[str] = ..., actors: _Optional[_Iterable[_Union[ActorStatus, _Mapping]]] = ..., model_path: _Optional[str] = ..., model_loads: _Optional[int] = ..., model_load_seconds: _Optional[float] = ..., model_queue_depth: _Optional[int] = ..., live_skill_processes: _Optional[int] = ..., skill_process_limit: _Optional[int] = ..., skill_queue_depth: _Optional[int] = ..., peak_skill_processes: _Optional[int] = ..., sessions: _Optional[int] = ..., turns_in_flight: _Optional[int] = ..., uptime_s: _Optional[float] = ..., data_dir: _Optional[str] = ..., model_file: _Optional[str] = ..., model_quantization: _Optional[str] = ...) -> None: ...
 
 class PutRequest(_message.Message):
-    __slots__ = ("data_type", "record_json")
+    __slots__ = ("data_type", "record_json", "skill_scope")
     DATA_TYPE_FIELD_NUMBER: _ClassVar[int]
     RECORD_JSON_FIELD_NUMBER: _ClassVar[int]
+    SKILL_SCOPE_FIELD_NUMBER: _ClassVar[int]
     data_type: str
     record_json: str
-    def __init__(self, data_type: _Optional[str] = ..., record_json: _Optional[str] = ...) -> None: ...
+    skill_scope: bool
+    def __init__(self, data_type: _Optional[str] = ..., record_json: _Optional[str] = ..., skill_scope: _Optional[bool] = ...) -> None: ...
 
 class UpdateRequest(_message.Message):
-    __slots__ = ("data_type", "key", "changes_json")
+    __slots__ = ("data_type", "key", "changes_json", "skill_scope")
     DATA_TYPE_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
     CHANGES_JSON_FIELD_NUMBER: _ClassVar[int]
+    SKILL_SCOPE_FIELD_NUMBER: _ClassVar[int]
     data_type: str
     key: str
     changes_json: str
-    def __init__(self, data_type: _Optional[str] = ..., key: _Optional[str] = ..., changes_json: _Optional[str] = ...) -> None: ...
+    skill_scope: bool
+    def __init__(self, data_type: _Optional[str] = ..., key: _Optional[str] = ..., changes_json: _Optional[str] = ..., skill_scope: _Optional[bool] = ...) -> None: ...
 
 class AdjustScoreRequest(_message.Message):
-    __slots__ = ("data_type", "key", "delta", "event")
+    __slots__ = ("data_type", "key", "delta", "event", "skill_scope")
     DATA_TYPE_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
     DELTA_FIELD_NUMBER: _ClassVar[int]
     EVENT_FIELD_NUMBER: _ClassVar[int]
+    SKILL_SCOPE_FIELD_NUMBER: _ClassVar[int]
     data_type: str
     key: str
     delta: float
     event: str
-    def __init__(self, data_type: _Optional[str] = ..., key: _Optional[str] = ..., delta: _Optional[float] = ..., event: _Optional[str] = ...) -> None: ...
+    skill_scope: bool
+    def __init__(self, data_type: _Optional[str] = ..., key: _Optional[str] = ..., delta: _Optional[float] = ..., event: _Optional[str] = ..., skill_scope: _Optional[bool] = ...) -> None: ...
 
 class KeyRequest(_message.Message):
-    __slots__ = ("data_type", "key")
+    __slots__ = ("data_type", "key", "skill_scope")
     DATA_TYPE_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
+    SKILL_SCOPE_FIELD_NUMBER: _ClassVar[int]
     data_type: str
     key: str
-    def __init__(self, data_type: _Optional[str] = ..., key: _Optional[str] = ...) -> None: ...
+    skill_scope: bool
+    def __init__(self, data_type: _Optional[str] = ..., key: _Optional[str] = ..., skill_scope: _Optional[bool] = ...) -> None: ...
 
 class RecordResponse(_message.Message):
     __slots__ = ("record_json",)
@@ -452,28 +462,32 @@ class DeleteResponse(_message.Message):
     def __init__(self, deleted: _Optional[bool] = ...) -> None: ...
 
 class SemanticSearchRequest(_message.Message):
-    __slots__ = ("data_type", "query", "limit", "filters_json", "min_score")
+    __slots__ = ("data_type", "query", "limit", "filters_json", "min_score", "skill_scope")
     DATA_TYPE_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     FILTERS_JSON_FIELD_NUMBER: _ClassVar[int]
     MIN_SCORE_FIELD_NUMBER: _ClassVar[int]
+    SKILL_SCOPE_FIELD_NUMBER: _ClassVar[int]
     data_type: str
     query: str
     limit: int
     filters_json: str
     min_score: float
-    def __init__(self, data_type: _Optional[str] = ..., query: _Optional[str] = ..., limit: _Optional[int] = ..., filters_json: _Optional[str] = ..., min_score: _Optional[float] = ...) -> None: ...
+    skill_scope: bool
+    def __init__(self, data_type: _Optional[str] = ..., query: _Optional[str] = ..., limit: _Optional[int] = ..., filters_json: _Optional[str] = ..., min_score: _Optional[float] = ..., skill_scope: _Optional[bool] = ...) -> None: ...
 
 class ExactMatchRequest(_message.Message):
-    __slots__ = ("data_type", "filters_json", "limit")
+    __slots__ = ("data_type", "filters_json", "limit", "skill_scope")
     DATA_TYPE_FIELD_NUMBER: _ClassVar[int]
     FILTERS_JSON_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
+    SKILL_SCOPE_FIELD_NUMBER: _ClassVar[int]
     data_type: str
     filters_json: str
     limit: int
-    def __init__(self, data_type: _Optional[str] = ..., filters_json: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+    skill_scope: bool
+    def __init__(self, data_type: _Optional[str] = ..., filters_json: _Optional[str] = ..., limit: _Optional[int] = ..., skill_scope: _Optional[bool] = ...) -> None: ...
 
 class SearchHit(_message.Message):
     __slots__ = ("record_json", "score")

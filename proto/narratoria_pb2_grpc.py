@@ -497,6 +497,11 @@ class StoreStub:
     """The persistence layer (skill-state-persistence.md) for skill processes. Every
     call needs metadata `x-narratoria-skill-token`; the token binds the call to
     one invocation's playthrough, so a skill never sees another playthrough.
+    A request with `skill_scope` set works instead on the calling skill's own
+    records (scope `skill:<skill name>`), shared by every playthrough: a portrait
+    cache, say. The scope comes from the token too (the skill the invocation runs),
+    so a skill never names another skill's scope; a token of a plan tool that is
+    no registered skill (a bare script path) has none (PERMISSION_DENIED).
     """
 
     def __init__(self, channel):
@@ -546,6 +551,11 @@ class StoreServicer:
     """The persistence layer (skill-state-persistence.md) for skill processes. Every
     call needs metadata `x-narratoria-skill-token`; the token binds the call to
     one invocation's playthrough, so a skill never sees another playthrough.
+    A request with `skill_scope` set works instead on the calling skill's own
+    records (scope `skill:<skill name>`), shared by every playthrough: a portrait
+    cache, say. The scope comes from the token too (the skill the invocation runs),
+    so a skill never names another skill's scope; a token of a plan tool that is
+    no registered skill (a bare script path) has none (PERMISSION_DENIED).
     """
 
     def Put(self, request, context):
@@ -641,6 +651,11 @@ class Store:
     """The persistence layer (skill-state-persistence.md) for skill processes. Every
     call needs metadata `x-narratoria-skill-token`; the token binds the call to
     one invocation's playthrough, so a skill never sees another playthrough.
+    A request with `skill_scope` set works instead on the calling skill's own
+    records (scope `skill:<skill name>`), shared by every playthrough: a portrait
+    cache, say. The scope comes from the token too (the skill the invocation runs),
+    so a skill never names another skill's scope; a token of a plan tool that is
+    no registered skill (a bare script path) has none (PERMISSION_DENIED).
     """
 
     @staticmethod

@@ -119,3 +119,30 @@ def test_cli_ingest_goes_through_the_running_daemon(pattern_daemon, tmp_path):
     doc = json.loads(out.stdout)
     assert (doc["via"], doc["campaignId"]) == ("daemon", "ninth_milestone")
     assert "embedding" in out.stderr  # progress
+
+
+def test_a_fresh_character_is_realised_in_the_campaign_once(pattern_daemon):
+    from narratoria.runtime.characters import CharacterStore
+
+    characters = CharacterStore(pattern_daemon.dir / "data")
+    wren = characters.create("Wren is a tideborn salvager from the mudflats, quick with a "
+                             "boathook and slow to trust anyone who wears a uniform.", name="Wren")
+    with pattern_daemon.client() as client:
+        first = client.create_session(campaign="long_ebb", character_id=wren.id)
+        player = state_of(client, first.id)["player"]
+        assert player["character_id"] == wren.id and player["name"]
+        assert player["violation_state"] in ("none", "warning", "incompatible")
+        assert player["stats"]["vigour"] == 100  # the campaign's stats are still there
+        assert "tide_lantern" in player["inventory"]  # and its starting items
+        [record] = characters.get(wren.id).realizations
+        assert record.campaign_id == "long_ebb" and record.realization_id == player["realization_id"]
+        # The same character in the same campaign: the realisation is reused, not redone.
+        again = state_of(client, client.create_session(campaign="long_ebb",
+                                                       character_id=wren.id).id)["player"]
+        assert again["realization_id"] == player["realization_id"]
+        with pytest.raises(ClientError) as missing:
+            client.create_session(campaign="long_ebb", character_id="char_0000000000000000")
+        assert missing.value.code == "NOT_FOUND"
+        with pytest.raises(ClientError) as no_campaign:
+            client.create_session(character_id=wren.id)
+        assert no_campaign.value.code == "INVALID_ARGUMENT"
