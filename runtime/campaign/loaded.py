@@ -18,6 +18,7 @@ scene N-1, with nothing else to keep in step.
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,12 +26,14 @@ from typing import Any, Mapping
 
 from ..beat_tracker import BeatTracker, transition
 from ..state import SessionState, StatRange
+from .assets import AssetRecord, load_assets
 from .beats import Beat, read_beats
 from .discovery import discover
 from .frontmatter import read_metadata
 from .items import ItemCatalog, read_items
 from .manifest import Manifest, load_manifest
 from .problems import CampaignError
+from .relations import Graph, campaign_graph
 from .stats import StatRegistry, read_stats
 
 log = logging.getLogger(__name__)
@@ -63,6 +66,21 @@ class LoadedCampaign:
     @property
     def id(self) -> str:
         return self.manifest.id
+
+    # Read on first use, then kept for this object's life. cached_property works on a
+    # frozen dataclass: it stores into the instance __dict__ directly, never through
+    # the blocked __setattr__ (and the class has no __slots__). Per instance, not per
+    # root: the library loads a new LoadedCampaign when a file changes, so these
+    # are never stale, where a module-level cache keyed by root would be.
+    @functools.cached_property
+    def graph(self) -> Graph:
+        """The campaign's relationship graph ("what relates to merlin", relations.py)."""
+        return campaign_graph(self.root)
+
+    @functools.cached_property
+    def assets(self) -> tuple[AssetRecord, ...]:
+        """The accepted assets (assets.py): a rejected one (§6.2.14) is not among them."""
+        return tuple(load_assets(self.root))
 
     def initial_state(self) -> dict[str, Any]:
         tree = merge_trees(self.stats.initial_state(), self.items.initial_state())
