@@ -623,19 +623,44 @@ def cmd_campaigns_list(args: argparse.Namespace) -> int:
     from narratoria.runtime.campaign import builtin_campaigns_dir, list_campaigns, user_campaigns_dir
 
     entries = list_campaigns()
+    saves = _saves_by_campaign()
     if args.json:
         _print_json({"builtinDir": str(builtin_campaigns_dir()), "userDir": str(user_campaigns_dir()),
                      "campaigns": [{"source": e.source, "path": str(e.path), "kind": e.kind,
                                     "id": e.id, "title": e.title, "version": e.version,
-                                    "valid": e.valid, "errors": e.errors, "warnings": e.warnings}
-                                   for e in entries]})
+                                    "valid": e.valid, "errors": e.errors, "warnings": e.warnings,
+                                    "saves": saves.get(e.id or "", [])}
+                                   for e in entries],
+                     "savesKnown": saves is not _NO_DAEMON})
         return 0
     if not entries:
         print(f"no campaigns (built-in: {builtin_campaigns_dir()}, user: {user_campaigns_dir()})")
     for e in entries:
         state = "valid" if e.valid else f"INVALID ({len(e.errors)} error(s))"
         print(f"{e.id or '?'}\t{e.version or '?'}\t{e.title or '?'}\t[{e.source}] {e.path}\t{state}")
+        for save in saves.get(e.id or "", []):
+            print(f"  resume: narratoria play --session {save['id']}\t{save['turns']} turn(s)"
+                  f"\t{save['title'] or ''}")
     return 0
+
+
+_NO_DAEMON: dict[str, list[dict[str, Any]]] = {}
+
+
+def _saves_by_campaign() -> dict[str, list[dict[str, Any]]]:
+    """Playthroughs to resume (§6.3.6), by campaign id, from the running daemon (which
+    holds the sessions); none when no daemon answers."""
+    try:
+        with NarratoriaClient(timeout_s=2) as client:
+            sessions = client.list_sessions()
+    except ClientError:
+        return _NO_DAEMON
+    saves: dict[str, list[dict[str, Any]]] = {}
+    for s in sorted(sessions, key=lambda s: -s.updated_at_ms):
+        if s.campaign:
+            saves.setdefault(s.campaign, []).append(
+                {"id": s.id, "title": s.title, "turns": s.turns, "updatedAtMs": s.updated_at_ms})
+    return saves
 
 
 # -- bench -------------------------------------------------------------------------------

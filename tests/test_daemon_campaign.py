@@ -146,3 +146,20 @@ def test_a_fresh_character_is_realised_in_the_campaign_once(pattern_daemon):
         with pytest.raises(ClientError) as no_campaign:
             client.create_session(character_id=wren.id)
         assert no_campaign.value.code == "INVALID_ARGUMENT"
+
+
+def test_campaigns_list_shows_playthroughs_to_resume(pattern_daemon, tmp_path):
+    with pattern_daemon.client() as client:
+        session = client.create_session(campaign="ninth_milestone", title="snowbound")
+    env = {"NARRATORIA_ADDRESS": f"unix://{pattern_daemon.socket}", "PATH": "/usr/bin:/bin",
+           "HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path / "xdg")}
+    out = subprocess.run([sys.executable, "-m", "narratoria.clients.cli", "campaigns", "list",
+                          "--json"], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["savesKnown"]
+    [entry] = [c for c in doc["campaigns"] if c["id"] == "ninth_milestone"]
+    assert session.id in [s["id"] for s in entry["saves"]]
+    text = subprocess.run([sys.executable, "-m", "narratoria.clients.cli", "campaigns", "list"],
+                          capture_output=True, text=True, env=env, timeout=120).stdout
+    assert f"narratoria play --session {session.id}" in text

@@ -8,7 +8,8 @@ README, a folder without a manifest) is not a campaign and is left out.
 
 Every campaign found is validated, so the list says which ones would load and
 why the others would not; an invalid campaign is listed rather than hidden, so
-an author sees it. Playthrough saves to resume (tier 4) are not listed yet.
+an author sees it. Playthrough saves to resume (tier 4) live in the daemon's
+sessions; ``narratoria campaigns list`` asks the running daemon for them.
 """
 
 from __future__ import annotations
