@@ -22,6 +22,7 @@ import tempfile
 import threading
 from pathlib import Path
 
+from ..files import write_atomic
 from .catalog import builtin_campaigns_dir, candidates, user_campaigns_dir
 from .discovery import discover
 from .loaded import LoadedCampaign, load_campaign
@@ -93,10 +94,8 @@ class CampaignLibrary:
             if index.get(campaign_id) == str(path):
                 return
             index[campaign_id] = str(path)
-            self.data_dir.mkdir(parents=True, exist_ok=True)
-            tmp = self.data_dir / f".{INDEX_FILE}.tmp"
-            tmp.write_text(json.dumps(index, indent=1, sort_keys=True))
-            os.replace(tmp, self.data_dir / INDEX_FILE)
+            write_atomic(self.data_dir / INDEX_FILE,
+                         json.dumps(index, indent=1, sort_keys=True).encode())
 
     # -- the campaign itself ---------------------------------------------------------------
 

@@ -49,7 +49,8 @@ from ..campaign.chunking import MAX_TOKENS, Chunk, chunk_prose, count_tokens
 from ..campaign.frontmatter import FileMetadata
 from ..grounding import lore_scope
 from ..store import LoreChunk, PersistenceStore
-from .store import CharacterStore, FreshCharacter, RealizationRecord, _write_atomic, check_id
+from ..files import write_atomic
+from .store import CharacterStore, FreshCharacter, RealizationRecord, check_id
 
 Generate = Callable[[str], str]
 Severity = Literal["none", "warning", "incompatible"]
@@ -537,7 +538,7 @@ def realize(character: FreshCharacter | str, campaign: CampaignContext, generate
         player_state=initial_state(fresh.id, rid, persona, campaign.constraints, state))
     # The realisation file first: a record naming a file that is not there would be realised
     # again anyway, whereas the reverse order could leave a record pointing at nothing.
-    _write_atomic(path, msgspec.json.encode(realization))
+    write_atomic(path, msgspec.json.encode(realization))
     store.record_realization(fresh.id, RealizationRecord(
         campaign_id=campaign.id, campaign_title=campaign.title, realization_id=rid,
         realized_at=at, realized_name=persona.name, violation_state=state, last_played=at))

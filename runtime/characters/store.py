@@ -32,7 +32,6 @@ import hashlib
 import io
 import os
 import re
-import tempfile
 import uuid
 import zipfile
 from collections.abc import Iterator
@@ -45,6 +44,7 @@ import msgspec
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from ..analytics import default_data_dir
+from ..files import write_atomic
 
 DESCRIPTION_MIN = 10
 DESCRIPTION_MAX = 5000
@@ -202,22 +202,6 @@ def prepare_portrait(portrait: bytes | str | os.PathLike[str]) -> bytes:
     return out.getvalue()
 
 
-# -- atomic file writes ---------------------------------------------------------------
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 class CharacterStore:
     """The fresh characters of one data directory."""
 
@@ -274,9 +258,9 @@ class CharacterStore:
         if portrait_png is not None:
             digest = hashlib.sha256(portrait_png).hexdigest()[:8]
             relative = f"characters/{character.id}_portrait_{digest}.png"
-            _write_atomic(self.data_dir / relative, portrait_png)
+            write_atomic(self.data_dir / relative, portrait_png)
             character = msgspec.structs.replace(character, portrait_path=relative)
-        _write_atomic(self._json_path(character.id), _encoder.encode(character))
+        write_atomic(self._json_path(character.id), _encoder.encode(character))
         old = previous.portrait_path if previous else None
         if old and old != character.portrait_path:
             (self.data_dir / old).unlink(missing_ok=True)
@@ -344,7 +328,7 @@ class CharacterStore:
                 except OSError as exc:
                     raise CharacterError(f"portrait: cannot read {portrait}: {exc.strerror}") from None
         target = Path(destination)
-        _write_atomic(target, buffer.getvalue())
+        write_atomic(target, buffer.getvalue())
         return target
 
     def import_file(self, source: str | os.PathLike[str]) -> FreshCharacter:

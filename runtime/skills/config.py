@@ -27,11 +27,11 @@ import json
 import math
 import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from ..files import write_atomic
 from .discovery import Skill
 
 CONFIG_FILE = "config.json"
@@ -257,18 +257,7 @@ def read_json_object(path: Path) -> dict[str, Any]:
 def write_json_atomic(path: Path, data: Any) -> None:
     """Replace ``path`` in one step: a reader (the daemon) sees the old file or the new
     one, never half of one. Mode 0600, as configs hold secrets."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=2, ensure_ascii=False)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
 
 
 def stored_config(skill: Skill) -> dict[str, Any]:
