@@ -71,6 +71,33 @@ def test_ingestion_stores_every_chunk_with_its_metadata_in_the_campaign_scope(ti
     assert store.playthrough_ids("lore_chunk") == ["campaign:tiny"]
 
 
+def test_ingested_chunks_keep_where_they_came_from(tiny, store):
+    ingest(tiny, store)
+    scope = store.playthrough(lore_scope("tiny"))
+    by_place = {(r.file_path, r.chunk_index): r for r in stored(store).values()}
+    # A structured file: one chunk a field, its JSON path kept.
+    staff = scope.exact_match("lore_chunk", {"filePath": "items/item_staff.yml",
+                                             "jsonField": "properties"})
+    assert len(staff) == 1 and "rarity: rare" in staff[0].content
+    assert (staff[0].chunk_method, staff[0].json_field, staff[0].entity_type, staff[0].source_line) == (
+        "field", "properties", "item", 1)
+    assert {r.json_field for r in scope.exact_match("lore_chunk", {"chunkMethod": "field"})
+            if r.file_path == "items/item_staff.yml"} == {
+        "display_name", "description", "properties", "flavor_text"}
+    # Prose: the paragraph and the line it starts on; the frontmatter block from line 1.
+    tower = by_place[("world_setting.md", 2)]
+    assert tower.content.startswith("The tower stands alone")
+    assert (tower.chunk_method, tower.source_line, tower.json_field) == ("paragraph", 8, None)
+    assert (tower.entity_type, tower.content_type) == ("world", "setting")
+    front = by_place[("world_setting.md", 0)]
+    assert (front.chunk_method, front.source_line) == ("frontmatter", 1)
+    # Every stored chunk says how it was made, as the chunker said.
+    for c in expected_chunks(tiny):
+        r = by_place[(c.file, c.chunk_index)]
+        assert (r.chunk_method, r.source_line, r.json_field, r.entity_type, r.content_type) == (
+            c.method, c.line, c.json_path, c.entity_type or None, c.content_type or None)
+
+
 def test_grounding_finds_the_ingested_lore_as_binding_and_authoritative_fragments(tiny, store):
     ingest(tiny, store)
     # What Storyline.lore does for a campaign session's scene.

@@ -161,13 +161,13 @@ def test_schema_is_versioned_and_the_connection_can_be_shared(tmp_path, hasher):
     con.execute("CREATE SCHEMA narrative_state")
     con.execute("CREATE TABLE narrative_state.memories (id INTEGER)")  # another component's table
     store = PersistenceStore(con, hasher)
-    assert store.schema_version == 1
+    assert store.schema_version == 2
     store.playthrough("p1").store("memory_event", memory("x"))
     store.close()
     # The store leaves a connection it was given open, and touched no one else's table.
     assert con.execute("SELECT count(*) FROM narrative_state.memories").fetchone() == (0,)
     versions = dict(con.execute("SELECT component, max(version) FROM schema_migrations GROUP BY 1").fetchall())
-    assert versions == {"persistence": 1}
+    assert versions == {"persistence": 2}
     # The record types and the migrated tables agree, column for column.
     for spec in SPECS.values():
         described = {name: sql_type for name, sql_type, *_ in con.execute(f"DESCRIBE {spec.table}").fetchall()}
@@ -177,7 +177,7 @@ def test_schema_is_versioned_and_the_connection_can_be_shared(tmp_path, hasher):
     con.close()
     # Reopening migrates nothing twice; a wider embedder is refused, not mixed in.
     with PersistenceStore(tmp_path / "narratoria.duckdb", hasher) as again:
-        assert again.schema_version == 1
+        assert again.schema_version == 2
     wide = make_backend(EmbeddingSettings(backend="hash", dimensions=512))
     with pytest.raises(StoreError, match="384-d vectors"):
         PersistenceStore(tmp_path / "narratoria.duckdb", wide)

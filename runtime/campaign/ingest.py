@@ -40,8 +40,10 @@ from .package import open_campaign
 from .problems import CampaignError
 from .validate import validate
 
-# Bump when chunking output changes for the same file: every file is then re-chunked.
-CHUNKER_VERSION = "1"
+# Bump when chunking output or what a stored chunk records changes for the same file:
+# every file is then re-chunked. 2: chunks record their method, line, content type,
+# JSON field and entity type (store migration 2).
+CHUNKER_VERSION = "2"
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 
@@ -143,10 +145,16 @@ def _ingest_folder(root: Path, store: PersistenceStore, progress: Progress | Non
 
 
 def _record(chunk: Chunk, campaign_id: str, version: str, digest: str) -> LoreChunk:
+    def given(text: str | None) -> str | None:  # the record takes None, never a blank string
+        return text if text and text.strip() else None
+
     return LoreChunk(
         id=chunk_id(chunk.file, digest, chunk.chunk_index), campaign_id=campaign_id,
         campaign_version=version, file_path=chunk.file, chunk_index=chunk.chunk_index,
         paragraph_id=chunk.paragraph_id, content=chunk.content, token_count=chunk.token_count,
         source_type=chunk.source_type, weight_tier=chunk.weight_tier, file_origin=chunk.file,
         is_player=chunk.is_player, entity_ids=list(chunk.entity_ids),
-        tags=[t for t in chunk.tags if t.strip()])
+        tags=[t for t in chunk.tags if t.strip()],
+        chunk_method=chunk.method, source_line=chunk.line,
+        content_type=given(chunk.content_type), json_field=given(chunk.json_path),
+        entity_type=given(chunk.entity_type))

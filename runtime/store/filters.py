@@ -43,6 +43,10 @@ class Filters(msgspec.Struct, kw_only=True, rename="camel", forbid_unknown_field
     source_type: str | None = None
     weight_tiers: list[int] | None = None  # any of them
     is_player: bool | None = None
+    chunk_method: str | None = None
+    content_type: str | None = None
+    json_field: str | None = None
+    entity_type: str | None = None
 
 
 Clause = Callable[[Any], tuple[str, list[Any]]]
@@ -110,6 +114,10 @@ APPLICABLE: dict[DataType, dict[str, Clause]] = {
         "source_type": _equals("source_type"),
         "weight_tiers": _any_of("weight_tier"),
         "is_player": _equals("is_player"),
+        "chunk_method": _equals("chunk_method"),
+        "content_type": _equals("content_type"),
+        "json_field": _equals("json_field"),
+        "entity_type": _equals("entity_type"),
     },
     DataType.FACTION_REPUTATION: {
         **_time_range(DataType.FACTION_REPUTATION),

@@ -17,6 +17,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import math
+import typing
 from datetime import datetime, timezone
 from typing import Any, Literal
 
@@ -134,6 +135,10 @@ class MemoryEvent(Record):
         _text("location", self.location, optional=True)
 
 
+ChunkMethod = Literal["frontmatter", "paragraph", "sentence", "field"]
+CHUNK_METHODS: tuple[str, ...] = typing.get_args(ChunkMethod)
+
+
 class LoreChunk(Record):
     campaign_id: str
     campaign_version: str
@@ -150,6 +155,13 @@ class LoreChunk(Record):
     entity_ids: list[str] = []
     tags: list[str] = []
     ingested_at: datetime | None = None  # the store's clock when absent
+    # Where the chunk came from (architecture §6.2.15 phase 6); None: not recorded
+    # (chunks stored before these fields existed, or by a writer that does not know).
+    chunk_method: ChunkMethod | None = None
+    source_line: int | None = None  # 1-based line of the file where the chunk starts
+    content_type: str | None = None  # "profile", "backstory", ...
+    json_field: str | None = None  # structured files: the field path ("properties.damage_bonus")
+    entity_type: str | None = None  # "npc", "item", "stat", ...
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -172,6 +184,14 @@ class LoreChunk(Record):
         _strings("entity_ids", self.entity_ids)
         _strings("tags", self.tags)
         self.ingested_at = utc("ingested_at", self.ingested_at, optional=True)
+        if self.chunk_method is not None and self.chunk_method not in CHUNK_METHODS:
+            expected = ", ".join(repr(m) for m in CHUNK_METHODS)
+            raise RecordError(f"chunkMethod: must be one of {expected}, got {self.chunk_method!r}")
+        if self.source_line is not None:
+            _integer("source_line", self.source_line, 1)
+        _text("content_type", self.content_type, optional=True)
+        _text("json_field", self.json_field, optional=True)
+        _text("entity_type", self.entity_type, optional=True)
 
 
 class FactionReputation(Record):

@@ -168,9 +168,56 @@ def _create_v1(dimensions: int) -> Callable[[duckdb.DuckDBPyConnection], None]:
     return apply
 
 
+_LORE_V1_COLUMNS = (
+    "playthrough_id, id, campaign_id, campaign_version, file_path, chunk_index, paragraph_id, "
+    "content, token_count, source_type, weight_tier, file_origin, is_player, entity_ids, tags, "
+    "ingested_at, embedding, embedding_model, embedding_version, embedding_seq")
+
+
+def _lore_chunk_origin_v2(con: duckdb.DuckDBPyConnection) -> None:
+    """Where each lore chunk came from (architecture §6.2.15 phase 6): five nullable columns.
+
+    The table is rebuilt (new table, rows copied, old one dropped, new one
+    renamed), not ``ALTER TABLE ... ADD COLUMN``: DuckDB 1.5 cannot replay that
+    ALTER from the write-ahead log on a table with a ``nextval`` default
+    (``embedding_seq``) — a crash before the next checkpoint would leave a file
+    that no longer opens ("GetDefaultDatabase with no default database set").
+    The copy keeps every row, vector and ``embedding_seq`` as they were; rows
+    from before this version read the new fields as None. It runs inside the
+    migration's transaction: all of it or none.
+    """
+    # The width the database was created with (meta), not the embedder's: a
+    # mismatch is refused after migrating, and the copy must not fail first.
+    dimensions = stored_dimensions(con)
+    vector = (f"embedding FLOAT[{dimensions}] NOT NULL, embedding_model VARCHAR NOT NULL, "
+              f"embedding_version VARCHAR NOT NULL, "
+              f"embedding_seq BIGINT NOT NULL UNIQUE DEFAULT nextval('{EMBEDDING_SEQ}')")
+    for statement in (
+        f"""CREATE TABLE {SCHEMA}.lore_chunks_v2 (
+            playthrough_id VARCHAR NOT NULL, id VARCHAR NOT NULL,
+            campaign_id VARCHAR NOT NULL, campaign_version VARCHAR NOT NULL,
+            file_path VARCHAR NOT NULL, chunk_index BIGINT NOT NULL,
+            paragraph_id BIGINT NOT NULL, content VARCHAR NOT NULL,
+            token_count BIGINT NOT NULL, source_type VARCHAR NOT NULL,
+            weight_tier BIGINT NOT NULL, file_origin VARCHAR NOT NULL,
+            is_player BOOLEAN NOT NULL, entity_ids VARCHAR[] NOT NULL,
+            tags VARCHAR[] NOT NULL, ingested_at TIMESTAMP NOT NULL,
+            {vector},
+            chunk_method VARCHAR, source_line BIGINT, content_type VARCHAR,
+            json_field VARCHAR, entity_type VARCHAR,
+            PRIMARY KEY (playthrough_id, id))""",
+        f"INSERT INTO {SCHEMA}.lore_chunks_v2 ({_LORE_V1_COLUMNS}) "
+        f"SELECT {_LORE_V1_COLUMNS} FROM {SCHEMA}.lore_chunks",
+        f"DROP TABLE {SCHEMA}.lore_chunks",
+        f"ALTER TABLE {SCHEMA}.lore_chunks_v2 RENAME TO lore_chunks",
+    ):
+        con.execute(statement)
+
+
 def migrations(dimensions: int) -> list[Migration]:
     """Forward-only, in order; append, never edit, once a version has shipped."""
-    return [Migration(1, "persistence tables", _create_v1(dimensions))]
+    return [Migration(1, "persistence tables", _create_v1(dimensions)),
+            Migration(2, "lore chunk origin", _lore_chunk_origin_v2)]
 
 
 def stored_dimensions(con: duckdb.DuckDBPyConnection) -> int:
