@@ -3,8 +3,9 @@
 Each session gets its own executor (its own plan concurrency rules and skill
 health, §2.3.3); every executor shares one :class:`ProcessSlots`, so the device
 never runs more than ``limit`` skill processes and excess work waits in order.
-Each invocation gets a store token bound to its playthrough, valid while its plan
-runs, which the daemon's Store service checks.
+Each invocation gets a store token bound to its playthrough and to the skill it
+runs (none for a bare script path), valid while its plan runs, which the daemon's
+Store service checks: the skill names the scope of its own shared records.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ class SkillSupervisorActor:
         self.address = daemon_address
         self.config = ExecutorConfig(max_concurrency=limit)
         self.executors: dict[str, PlanExecutor] = {}
-        self.tokens: dict[str, str] = {}  # store token -> playthrough id
+        # store token -> (playthrough id, skill name or None for a bare script path)
+        self.tokens: dict[str, tuple[str, str | None]] = {}
         self.plans_running = 0
         self._tasks: set[asyncio.Task[ExecutionResult]] = set()
         # Python skills fork from a warm interpreter (SC-008); started now so the
@@ -66,6 +68,12 @@ class SkillSupervisorActor:
 
     def check_token(self, token: str) -> str | None:
         """The playthrough a live invocation's store token belongs to, else None."""
+        bound = self.tokens.get(token)
+        return bound[0] if bound is not None else None
+
+    def token_scope(self, token: str) -> tuple[str, str | None] | None:
+        """(playthrough, skill) of a live invocation's store token, else None. The skill
+        is None where the plan named a script outside every registered skill."""
         return self.tokens.get(token)
 
     def _executor(self, session_id: str, playthrough_id: str, issued: list[str]) -> PlanExecutor:
@@ -74,7 +82,10 @@ class SkillSupervisorActor:
 
         def env_for(plan: Plan, tool: ToolInvocation) -> dict[str, str]:
             token = secrets.token_urlsafe(24)
-            self.tokens[token] = playthrough_id
+            # The skill as the executor resolves it (skill/script or a registered script's
+            # path); a bare script path is no skill and gets no skill scope.
+            script = self.registry.resolve(tool.toolPath)
+            self.tokens[token] = (playthrough_id, script.skill if script is not None else None)
             issued.append(token)
             return {SKILL_TOKEN_ENV: token, ADDRESS_ENV: self.address}
 

@@ -286,6 +286,12 @@ class Store:
     The supervisor gives each invocation ``NARRATORIA_ADDRESS`` and a token that is
     valid while its plan runs; without them the script is not running under the
     daemon and there is no store to talk to.
+
+    Every call takes ``shared=True`` to work instead on this skill's own records,
+    shared by every playthrough (the daemon's ``skill:<skill name>`` scope, which it
+    derives from the token: a skill reaches its own shared records and no other
+    skill's). A script the plan ran by a bare path, outside every skill, has no
+    shared records: such a call fails ``store_forbidden``.
     """
 
     def __init__(self) -> None:
@@ -324,46 +330,55 @@ class Store:
         except self._grpc.RpcError as exc:
             status = exc.code().name if hasattr(exc, "code") and exc.code() else "UNKNOWN"
             detail = exc.details() if hasattr(exc, "details") else str(exc)
+            where = " (shared)" if getattr(request, "skill_scope", False) else ""
             raise SkillFailure(_STATUS_CODES.get(status, "store_error"),
-                               f"store {method}: {status}: {detail}",
+                               f"store {method}{where}: {status}: {detail}",
                                {"grpcStatus": status}) from None
 
     @staticmethod
     def _record(record_json: str) -> dict[str, Any] | None:
         return json.loads(record_json) if record_json else None
 
-    def put(self, data_type: str, record: dict[str, Any]) -> dict[str, Any]:
-        reply = self._call("Put", self.pb.PutRequest(data_type=data_type, record_json=json.dumps(record)))
+    def put(self, data_type: str, record: dict[str, Any], *, shared: bool = False) -> dict[str, Any]:
+        reply = self._call("Put", self.pb.PutRequest(data_type=data_type, record_json=json.dumps(record),
+                                                     skill_scope=shared))
         return self._record(reply.record_json) or {}
 
-    def update(self, data_type: str, key: str, changes: dict[str, Any]) -> dict[str, Any]:
+    def update(self, data_type: str, key: str, changes: dict[str, Any], *,
+               shared: bool = False) -> dict[str, Any]:
         reply = self._call("Update", self.pb.UpdateRequest(data_type=data_type, key=key,
-                                                           changes_json=json.dumps(changes)))
+                                                           changes_json=json.dumps(changes),
+                                                           skill_scope=shared))
         return self._record(reply.record_json) or {}
 
     def adjust_score(self, data_type: str, key: str, delta: float,
-                     event: str | None = None) -> dict[str, Any]:
+                     event: str | None = None, *, shared: bool = False) -> dict[str, Any]:
         """Add ``delta`` to the score decayed to now, clamped, in one store transaction
         (a key not stored yet starts from 0); ``event`` joins an NPC's history."""
         reply = self._call("AdjustScore", self.pb.AdjustScoreRequest(
-            data_type=data_type, key=key, delta=delta, event=event or ""))
+            data_type=data_type, key=key, delta=delta, event=event or "", skill_scope=shared))
         return self._record(reply.record_json) or {}
 
-    def delete(self, data_type: str, key: str) -> bool:
-        return bool(self._call("Delete", self.pb.KeyRequest(data_type=data_type, key=key)).deleted)
+    def delete(self, data_type: str, key: str, *, shared: bool = False) -> bool:
+        return bool(self._call("Delete", self.pb.KeyRequest(data_type=data_type, key=key,
+                                                            skill_scope=shared)).deleted)
 
-    def get(self, data_type: str, key: str) -> dict[str, Any] | None:
-        return self._record(self._call("Get", self.pb.KeyRequest(data_type=data_type, key=key)).record_json)
+    def get(self, data_type: str, key: str, *, shared: bool = False) -> dict[str, Any] | None:
+        return self._record(self._call("Get", self.pb.KeyRequest(
+            data_type=data_type, key=key, skill_scope=shared)).record_json)
 
     def semantic_search(self, data_type: str, query: str, limit: int, filters: dict[str, Any],
-                        min_score: float | None = None) -> list[tuple[dict[str, Any], float]]:
+                        min_score: float | None = None, *,
+                        shared: bool = False) -> list[tuple[dict[str, Any], float]]:
         reply = self._call("SemanticSearch", self.pb.SemanticSearchRequest(
             data_type=data_type, query=query, limit=limit,
-            filters_json=json.dumps(filters) if filters else "", min_score=min_score or 0.0))
+            filters_json=json.dumps(filters) if filters else "", min_score=min_score or 0.0,
+            skill_scope=shared))
         return [(json.loads(hit.record_json), hit.score) for hit in reply.hits]
 
     def exact_match(self, data_type: str, filters: dict[str, Any] | None = None,
-                    limit: int = 0) -> list[dict[str, Any]]:
+                    limit: int = 0, *, shared: bool = False) -> list[dict[str, Any]]:
         reply = self._call("ExactMatch", self.pb.ExactMatchRequest(
-            data_type=data_type, filters_json=json.dumps(filters) if filters else "", limit=limit))
+            data_type=data_type, filters_json=json.dumps(filters) if filters else "", limit=limit,
+            skill_scope=shared))
         return [json.loads(hit.record_json) for hit in reply.hits]

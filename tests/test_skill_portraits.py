@@ -170,7 +170,7 @@ def test_generate_writes_a_png_and_emits_an_asset_event_for_it(generated, dirs):
     assert (png.width, png.height) == (256, 256)  # the default resolution
     meta = asset["metadata"]
     assert meta["characterId"] == "blacksmith_aldric" and meta["descriptionHash"] == sha256(ALDRIC)
-    assert meta["placeholder"] is False and meta["cached"] is True
+    assert meta["placeholder"] is False and meta["cached"] is True and meta["shared"] is True
     assert meta["style"] == "stylized" and (meta["width"], meta["height"]) == (256, 256)
 
     # The description decides the face, and the picture holds the colours it read.
@@ -309,11 +309,12 @@ def test_a_cached_portrait_whose_file_is_gone_is_drawn_again(daemon):
 def test_a_later_session_finds_the_portrait_drawn_in_another(daemon, generated):
     with daemon.client() as client:
         later = client.create_session(title="a later playthrough")
-        # The description's image exists: found, and cached for this playthrough...
+        # Drawn in another playthrough: found in the skill's shared portraits, and cached
+        # for this playthrough...
         events = ok_plan(client, later.id, tool("same", "lookup-portrait",
                                                 characterId="blacksmith_aldric",
                                                 description=ALDRIC))
-        # ...so from now on the id and a paraphrase find it here too.
+        # ...so from now on the id and a paraphrase find it here, in its own records.
         again = ok_plan(client, later.id,
                         tool("by-id", "lookup-portrait", characterId="blacksmith_aldric"),
                         tool("paraphrase", "lookup-portrait", description=ALDRIC_PARAPHRASE))
@@ -322,13 +323,64 @@ def test_a_later_session_finds_the_portrait_drawn_in_another(daemon, generated):
         first = ok_plan(client, generated.session.id,
                         tool("mira", "lookup-portrait", characterId="mira"))
     same = info_log(events, "same", "found portrait")
-    assert same["match"] == "shared" and same["path"] == generated.aldric["path"]
+    assert same["match"] == "exact" and same["scope"] == "shared" and same["copied"] is True
+    assert same["path"] == generated.aldric["path"]
     assert same["record"]["characterId"] == "blacksmith_aldric"
     assert only(events, "same", "asset")["path"] == generated.aldric["path"]
-    assert info_log(again, "by-id", "found portrait")["path"] == generated.aldric["path"]
+    assert "from another playthrough" in only(events, "same", "done")["summary"]
+    by_id = info_log(again, "by-id", "found portrait")
+    assert by_id["path"] == generated.aldric["path"] and by_id["scope"] == "playthrough"
     paraphrase = info_log(again, "paraphrase", "found portrait")
     assert paraphrase["match"] == "semantic" and paraphrase["path"] == generated.aldric["path"]
-    assert info_log(first, "mira", "found portrait")["path"] == generated.mira["path"]
+    assert paraphrase["scope"] == "playthrough"
+    mira = info_log(first, "mira", "found portrait")
+    assert mira["path"] == generated.mira["path"] and mira["scope"] == "playthrough"
+
+
+def images(folder: Path) -> dict[str, int]:
+    """The storage folder's image files and their modification times."""
+    return {p.name: p.stat().st_mtime_ns for p in folder.glob("*.png")}
+
+
+def test_another_playthrough_finds_a_portrait_by_id_and_by_paraphrase_without_drawing(
+        daemon, generated, dirs):
+    """Only the skill's shared records connect the playthroughs: neither lookup gives the
+    exact description, so the image file cannot be found by its hash."""
+    before = images(dirs.storage)
+    with daemon.client() as client:
+        by_id = client.create_session(title="by id elsewhere")
+        id_events = ok_plan(client, by_id.id, tool("mira", "lookup-portrait", characterId="mira"))
+        by_text = client.create_session(title="by paraphrase elsewhere")
+        text_events = ok_plan(client, by_text.id, tool("close", "lookup-portrait",
+                                                       description=ALDRIC_PARAPHRASE))
+        # Copied on the way: the next lookups are this playthrough's own.
+        local = ok_plan(client, by_id.id, tool("mira", "lookup-portrait", characterId="mira"))
+        stranger = client.create_session(title="same id, another character")
+        other = ok_plan(client, stranger.id, tool("queen", "lookup-portrait",
+                                                  characterId="blacksmith_aldric",
+                                                  description=QUEEN))
+    assert images(dirs.storage) == before  # nothing was drawn, nothing rewritten
+
+    mira = info_log(id_events, "mira", "found portrait")
+    assert mira["scope"] == "shared" and mira["match"] == "character" and mira["copied"] is True
+    assert mira["path"] == generated.mira["path"]
+    assert mira["record"]["descriptionHash"] == sha256(MIRA)
+    asset = only(id_events, "mira", "asset")
+    assert asset["path"] == generated.mira["path"] and asset["metadata"]["source"] == "cache"
+    state = json.loads(done_of(id_events).state_json)
+    assert state["portraits"]["mira"]["path"] == generated.mira["path"]
+    assert info_log(local, "mira", "found portrait")["scope"] == "playthrough"
+
+    close = info_log(text_events, "close", "found portrait")
+    assert close["scope"] == "shared" and close["match"] == "semantic"
+    # aldric_twin (drawn in another test) shares Aldric's description and image.
+    assert close["matchedCharacterId"] in {"blacksmith_aldric", "aldric_twin"}
+    assert close["path"] == generated.aldric["path"]
+    assert close["threshold"] <= close["similarity"] < 1.0
+    assert only(text_events, "close", "asset")["path"] == generated.aldric["path"]
+
+    # Another story's character of the same id, described otherwise, is not this one.
+    assert info_log(other, "queen", "no cached portrait")["found"] is False
 
 
 def test_a_restarted_daemon_still_has_the_portraits(daemon, generated, dirs):

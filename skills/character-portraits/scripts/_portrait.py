@@ -14,8 +14,10 @@ Not a script (the leading underscore keeps discovery from offering it).
 - **The cache**: image files named by description hash, style and size in the
   skill's private storage folder (``data/portraits`` unless ``storageLocation``
   says otherwise), and one ``character_portrait`` record per character in the
-  daemon's store (bound to the playthrough by the invocation's token). The store
-  embeds each record's description, so a paraphrase finds the portrait.
+  daemon's store (bound to the playthrough by the invocation's token), with a copy
+  in the skill's own shared records (the store's ``skill:character-portraits``
+  scope, ``shared=True``), which every playthrough searches after its own. The
+  store embeds each record's description, so a paraphrase finds the portrait.
 - **Degradation**: a portrait that cannot be made (unwritable storage, the
   generation timeout) becomes the shipped placeholder silhouette
   (``assets/silhouette.png``), never nothing.
@@ -961,22 +963,36 @@ def record_of(record: dict[str, Any]) -> dict[str, Any]:
             "description": record.get("description"), "generatedAt": record.get("generatedAt")}
 
 
-def save_record(store: kit.Store, character: str, portrait: Portrait) -> dict[str, Any]:
-    """Create or replace ``character``'s portrait record (the store keys them by character)."""
+def save_record(store: kit.Store, character: str, portrait: Portrait, *,
+                shared: bool = False) -> dict[str, Any]:
+    """Create or replace ``character``'s portrait record (the store keys them by character)
+    in the playthrough, or with ``shared`` in the skill's records every playthrough sees."""
     changes = {"imagePath": str(portrait.path), "description": portrait.description,
                "generatedAt": kit.iso(kit.now())}
-    current = store.get(DATA_TYPE, character)
+    current = store.get(DATA_TYPE, character, shared=shared)
     if current is not None and current.get("imagePath") == changes["imagePath"] \
             and current.get("descriptionHash") == portrait.hash:
         return current  # already this very portrait
     if current is None:
         try:
-            return store.put(DATA_TYPE, {"characterId": character, **changes})
+            return store.put(DATA_TYPE, {"characterId": character, **changes}, shared=shared)
         except kit.SkillFailure as failure:
             if "already stored" not in failure.message:
                 raise
             # Another invocation stored it in between: replace theirs.
-    return store.update(DATA_TYPE, character, changes)
+    return store.update(DATA_TYPE, character, changes, shared=shared)
+
+
+def share_record(store: kit.Store, character: str, portrait: Portrait,
+                 warnings: list[str]) -> bool:
+    """Also keep ``character``'s portrait in the skill's shared records, so another
+    playthrough finds it by id or description; a refusal is only a warning."""
+    try:
+        save_record(store, character, portrait, shared=True)
+        return True
+    except kit.SkillFailure as failure:
+        warnings.append(f"not shared with other playthroughs: {failure.message}")
+        return False
 
 
 def open_store(out: kit.Emitter, warnings: list[str]) -> kit.Store | None:
@@ -1027,6 +1043,7 @@ def deliver(out: kit.Emitter, character: str, text: str, conf: Settings, *, reus
     if store is None:
         store = open_store(out, warnings)
     record = None
+    shared = False
     try:
         try:
             portrait = generate(text, conf, reuse=reuse)
@@ -1038,19 +1055,22 @@ def deliver(out: kit.Emitter, character: str, text: str, conf: Settings, *, reus
                 record = save_record(store, character, portrait)
             except kit.SkillFailure as failure:
                 warnings.append(f"not cached: {failure.message}")
+            if record is not None:
+                shared = share_record(store, character, portrait, warnings)
     finally:
         if store is not None:
             store.close()
     for warning in warnings:
         out.log(warning, "warn")
-    extra: dict[str, Any] = {"cached": record is not None}
+    extra: dict[str, Any] = {"cached": record is not None, "shared": shared}
     if previous is not None:
         extra["previousPath"] = previous.get("imagePath")
         extra["descriptionChanged"] = previous.get("descriptionHash") != portrait.hash
     asset = emit_portrait(out, character, portrait, extra)
     fields = {"characterId": character, **asset, "descriptionHash": portrait.hash,
               "style": portrait.style, "size": portrait.size, "source": portrait.source,
-              "cached": record is not None, "ms": portrait.ms, "traits": portrait.traits}
+              "cached": record is not None, "shared": shared, "ms": portrait.ms,
+              "traits": portrait.traits}
     if portrait.placeholder:
         out.log(f"no portrait of {character}: {portrait.reason}; showing a placeholder silhouette",
                 "error", errorCode="generation_failed", placeholder=True, **fields)
