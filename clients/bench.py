@@ -4,6 +4,10 @@ Every figure is compared with a baseline measured in the same run, interleaved
 with it, so a noisy shared machine shifts both alike: a bare `python -c pass`
 spawn against one minimal skill invocation (protocol layer) and one single-tool
 plan (protocol + executor). Medians are reported.
+
+The zygote (``runtime/zygote.py``) is measured the same way: a skill that imports
+the Store client as the built-in skills do, started by exec and forked from the
+zygote, interleaved.
 """
 
 from __future__ import annotations
@@ -24,9 +28,20 @@ from narratoria.runtime.plan import Plan, ToolInvocation
 from narratoria.runtime.process import run_script, script_env
 from narratoria.runtime.protocol import tool_input
 from narratoria.runtime.skills import SkillRegistry
+from narratoria.runtime.zygote import Zygote
 
 MINIMAL_SCRIPT = """#!/usr/bin/env python3
 import sys
+sys.stdin.buffer.read()
+sys.stdout.write('{"version":"0","type":"done","ok":true,"summary":"ok"}\\n')
+"""
+
+# What a built-in skill imports before its first line of work: the Store client.
+STORE_SKILL_SCRIPT = """#!/usr/bin/env python3
+import sys
+import grpc
+from narratoria.clients import skillkit
+from narratoria.proto import narratoria_pb2, narratoria_pb2_grpc
 sys.stdin.buffer.read()
 sys.stdout.write('{"version":"0","type":"done","ok":true,"summary":"ok"}\\n')
 """
@@ -43,6 +58,9 @@ def _make_skill(root: Path) -> Path:
     script = skill / "scripts" / "noop"
     script.write_text(MINIMAL_SCRIPT)
     script.chmod(0o755)
+    store_skill = skill / "scripts" / "store-client"
+    store_skill.write_text(STORE_SKILL_SCRIPT)
+    store_skill.chmod(0o755)
     return script
 
 
@@ -55,11 +73,11 @@ async def _bare_spawn() -> float:
     return time.perf_counter() - started
 
 
-async def _invoke(script: Path) -> float:
-    stdin = tool_input("bench", "bench-minimal", "noop", {})
+async def _invoke(script: Path, zygote: Zygote | None = None) -> float:
+    stdin = tool_input("bench", "bench-minimal", script.name, {})
     env = script_env(None, "bench")
     started = time.perf_counter()
-    outcome = await run_script(script, stdin, env=env)
+    outcome = await run_script(script, stdin, env=env, zygote=zygote)
     elapsed = time.perf_counter() - started
     if not outcome.ok:
         raise RuntimeError(f"minimal skill failed: {outcome.error}")
@@ -110,17 +128,28 @@ async def _bench(iterations: int, parallel: int, progress: bool) -> dict[str, An
         registry = SkillRegistry([Path(tmp)])
         executor = PlanExecutor(registry, ExecutorConfig())
         single = _plan(1, False)
+        store_skill = script.with_name("store-client")
+        zygote = Zygote(script_env(None, "zygote"))
+        zygote.start()
         for _ in range(3):  # warm the page cache and the interpreter's imports
             await _bare_spawn()
             await _invoke(script)
             await _run_plan(executor, single)
+            await _invoke(store_skill)
+            await _invoke(store_skill, zygote)
         bare: list[float] = []
         invoke: list[float] = []
         plan_one: list[float] = []
+        store_exec: list[float] = []
+        store_fork: list[float] = []
+        minimal_fork: list[float] = []
         for i in range(iterations):
             bare.append(await _bare_spawn())
             invoke.append(await _invoke(script))
             plan_one.append(await _run_plan(executor, single))
+            store_exec.append(await _invoke(store_skill))
+            store_fork.append(await _invoke(store_skill, zygote))
+            minimal_fork.append(await _invoke(script, zygote))
             if progress and (i + 1) % 10 == 0:
                 print(f"  single invocations: {i + 1}/{iterations}", file=sys.stderr)
         rounds = max(3, iterations // 8)
@@ -131,11 +160,13 @@ async def _bench(iterations: int, parallel: int, progress: bool) -> dict[str, An
             seq.append(await _run_plan(executor, _plan(parallel, False)))
             if progress:
                 print(f"  {parallel}-tool plans: {i + 1}/{rounds}", file=sys.stderr)
+        zygote.close()
 
     bare_ms, invoke_ms, plan_ms = _ms(bare), _ms(invoke), _ms(plan_one)
     inv_over = (invoke_ms["median"] - bare_ms["median"]) / bare_ms["median"] * 100
     plan_over = (plan_ms["median"] - bare_ms["median"]) / bare_ms["median"] * 100
     par_ms, seq_ms = _ms(par), _ms(seq)
+    exec_ms, fork_ms, min_fork_ms = _ms(store_exec), _ms(store_fork), _ms(minimal_fork)
     report: dict[str, Any] = {
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "machine": machine(),
@@ -147,6 +178,12 @@ async def _bench(iterations: int, parallel: int, progress: bool) -> dict[str, An
         "planOverheadPct": round(plan_over, 1),
         "targetOverheadPct": TARGET_OVERHEAD_PCT,
         "meetsTarget": plan_over < TARGET_OVERHEAD_PCT,
+        "zygote": {
+            "storeSkillExecMs": exec_ms,
+            "storeSkillForkedMs": fork_ms,
+            "minimalForkedMs": min_fork_ms,
+            "speedup": round(exec_ms["median"] / fork_ms["median"], 1),
+        },
         "parallelPlan": {
             "tools": parallel,
             "maxConcurrency": executor.config.max_concurrency,
@@ -163,6 +200,9 @@ async def _bench(iterations: int, parallel: int, progress: bool) -> dict[str, An
         f"(+{inv_over:.1f}% over bare)",
         f"single-tool plan (executor):     median {plan_ms['median']:.2f} ms "
         f"(+{plan_over:.1f}% over bare; target < {TARGET_OVERHEAD_PCT:.0f}%)",
+        f"Store-client skill, exec:        median {exec_ms['median']:.2f} ms",
+        f"Store-client skill, zygote fork: median {fork_ms['median']:.2f} ms "
+        f"({report['zygote']['speedup']}x faster)",
         f"{parallel}-tool plan, parallel:        median {par_ms['median']:.1f} ms "
         f"= {report['parallelPlan']['parallelToolsPerS']} tools/s "
         f"(concurrency {executor.config.max_concurrency})",
@@ -180,6 +220,7 @@ def run_protocol_bench(iterations: int = 40, parallel: int = 8,
 def write_markdown(path: Path, report: dict[str, Any], command: str) -> None:
     m = report["machine"]
     p = report["parallelPlan"]
+    z = report["zygote"]
     lines = [
         f"## protocol — {report['date']}",
         "",
@@ -195,6 +236,12 @@ def write_markdown(path: Path, report: dict[str, Any], command: str) -> None:
         f"{report['invocationMs']['p95']} | +{report['invocationOverheadPct']}% |",
         f"| single-tool plan (protocol + executor) | {report['singleToolPlanMs']['median']} | "
         f"{report['singleToolPlanMs']['p95']} | +{report['planOverheadPct']}% |",
+        f"| skill importing the Store client, exec'd | {z['storeSkillExecMs']['median']} | "
+        f"{z['storeSkillExecMs']['p95']} | baseline for the zygote |",
+        f"| the same skill forked from the zygote | {z['storeSkillForkedMs']['median']} | "
+        f"{z['storeSkillForkedMs']['p95']} | {z['speedup']}x faster |",
+        f"| minimal skill forked from the zygote | {z['minimalForkedMs']['median']} | "
+        f"{z['minimalForkedMs']['p95']} | |",
         f"| {p['tools']}-tool plan, parallel (concurrency {p['maxConcurrency']}) | "
         f"{p['parallelMs']['median']} | {p['parallelMs']['p95']} | "
         f"{p['parallelToolsPerS']} tools/s |",
