@@ -28,6 +28,7 @@ from .plan import (
     ToolResult,
     validate_plan,
 )
+from .limits import ResourceLimits
 from .process import InvocationOutcome, ProcessLimits, run_script, script_env
 from .zygote import Zygote
 from .protocol import AssetEvent, StatePatchEvent, UiEvent, event_to_dict, tool_input
@@ -272,6 +273,18 @@ class _PlanRun:
         finally:
             self.ex._release(permits)
 
+    def _resources(self, res: _Resolved) -> ResourceLimits:
+        """The daemon's resource limits, with what the skill's SKILL.md sets instead."""
+        base = self.ex.config.limits.resources
+        skill = self.ex.registry.get(res.skill) if self.ex.registry and res.skill else None
+        spec = skill.limits if skill is not None else None
+        if spec is None:
+            return base
+        return ResourceLimits(
+            cpu_s=spec.cpuSeconds if spec.cpuSeconds is not None else base.cpu_s,
+            memory_mb=spec.memoryMb if spec.memoryMb is not None else base.memory_mb,
+            open_files=spec.openFiles if spec.openFiles is not None else base.open_files)
+
     async def _attempts(self, res: _Resolved) -> None:
         tool = res.tool
         health = self.ex.health
@@ -285,7 +298,8 @@ class _PlanRun:
         env = script_env(res.script, self.plan.requestId, self.ex.config.extra_env)
         if self.ex.invocation_env is not None:
             env.update(self.ex.invocation_env(self.plan, tool))
-        limits = replace(self.ex.config.limits, timeout_s=res.timeout_s)
+        limits = replace(self.ex.config.limits, timeout_s=res.timeout_s,
+                         resources=self._resources(res))
         events: list[dict[str, Any]] = []
         self.running[tool.toolId] = time.monotonic()
         tool_started = time.monotonic()

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
 
+from .limits import ResourceLimits, apply_resource_limits
 from .plan import ToolError
 from .zygote import ForkedProcess, Zygote, runs_with_python
 if TYPE_CHECKING:
@@ -47,6 +48,7 @@ class ProcessLimits:
     max_output_bytes: int = 16 * 1024 * 1024
     max_events: int = 10_000
     max_stderr_bytes: int = 64 * 1024
+    resources: ResourceLimits = ResourceLimits()
 
 
 @dataclass
@@ -200,7 +202,7 @@ async def run_script(
     outcome = InvocationOutcome()
     started = time.monotonic()
     try:
-        proc, exited = await _start(path, env, cwd, zygote)
+        proc, exited = await _start(path, env, cwd, zygote, limits.resources.pairs())
     except OSError as exc:
         outcome.failure = ToolError(
             code="spawn_failed",
@@ -235,20 +237,21 @@ class _ExitAwareProtocol(asyncio.subprocess.SubprocessStreamProtocol):
 
 
 async def _start(path: Path | str, env: dict[str, str] | None, cwd: Path | str | None,
-                 zygote: Zygote | None) -> tuple[asyncio.subprocess.Process | ForkedProcess,
-                                                 asyncio.Event]:
+                 zygote: Zygote | None, rlimits: list[tuple[int, int]]
+                 ) -> tuple[asyncio.subprocess.Process | ForkedProcess, asyncio.Event]:
     if zygote is not None and runs_with_python(path):
         try:
-            forked = await zygote.spawn(path, env, cwd)
+            forked = await zygote.spawn(path, env, cwd, rlimits)
             return forked, forked.exited
         except OSError as exc:
             # Slower, never wrong: exec the script as if there were no zygote.
             print(f"zygote unavailable ({exc}); starting {path} by exec", file=sys.stderr)
-    return await _spawn(path, env, cwd)
+    return await _spawn(path, env, cwd, rlimits)
 
 
-async def _spawn(path: Path | str, env: dict[str, str] | None, cwd: Path | str | None
-                 ) -> tuple[asyncio.subprocess.Process, asyncio.Event]:
+async def _spawn(path: Path | str, env: dict[str, str] | None, cwd: Path | str | None,
+                 rlimits: list[tuple[int, int]] = ()) -> tuple[asyncio.subprocess.Process,
+                                                              asyncio.Event]:
     loop = asyncio.get_running_loop()
     transport, protocol = await loop.subprocess_exec(
         lambda: _ExitAwareProtocol(READ_CHUNK, loop),
@@ -259,6 +262,8 @@ async def _spawn(path: Path | str, env: dict[str, str] | None, cwd: Path | str |
         start_new_session=True,
         env=env,
         cwd=cwd,
+        # setrlimit only: no locks, no allocation worth the name between fork and exec.
+        preexec_fn=(lambda: apply_resource_limits(list(rlimits))) if rlimits else None,
     )
     return asyncio.subprocess.Process(transport, protocol, loop), protocol.exited
 

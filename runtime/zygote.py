@@ -43,7 +43,9 @@ import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Sequence
+
+from .limits import apply_resource_limits
 
 # What the built-in skills import at start (clients/skillkit.py and the Store stubs).
 PRELOAD = ("json", "grpc", "narratoria.proto.narratoria_pb2",
@@ -195,6 +197,7 @@ def _child(request: dict, fds: list[int]) -> None:
         os.environ.update({str(k): str(v) for k, v in env.items()})
         if request.get("cwd"):
             os.chdir(request["cwd"])
+        apply_resource_limits(request.get("rlimits") or [])
         path = os.path.abspath(request["path"])
         sys.argv = [path]
         sys.path[0] = os.path.dirname(path)
@@ -297,7 +300,8 @@ class Zygote:
                 raise OSError(f"the zygote did not start: {line!r}")
 
     async def spawn(self, path: Path | str, env: Mapping[str, str] | None,
-                    cwd: Path | str | None) -> ForkedProcess:
+                    cwd: Path | str | None, rlimits: Sequence[tuple[int, int]] = ()
+                    ) -> ForkedProcess:
         """Fork a child that runs ``path``; raises OSError when the zygote cannot."""
         if not self.alive:
             await asyncio.get_running_loop().run_in_executor(None, self.start)
@@ -314,7 +318,8 @@ class Zygote:
             try:
                 await loop.sock_connect(sock, self.socket_path)
                 body = json.dumps({"path": str(path), "env": dict(env or {}),
-                                   "cwd": None if cwd is None else str(cwd)}).encode()
+                                   "cwd": None if cwd is None else str(cwd),
+                                   "rlimits": [list(p) for p in rlimits]}).encode()
                 sock.setblocking(True)  # a local write of a few KB: immediate
                 socket.send_fds(sock, [_LENGTH.pack(len(body)) + body], child_ends)
                 sock.setblocking(False)

@@ -257,3 +257,22 @@ def test_patches_merge_in_dependency_order_not_completion_order(registry):
     result, _ = run(registry, *tools, parallel=True)
     # "early" finishes first, but among independent tools plan order decides the merge
     assert result.aggregatedState["runs"]["x"] == "early"
+
+
+def test_a_skills_declared_resource_limits_bound_its_processes(tmp_path):
+    limits_root = Path(__file__).resolve().parent / "fixtures" / "limits"
+    greedy = SkillRegistry([limits_root])
+    assert greedy.get("greedy").limits.cpuSeconds == 1
+    started = time.monotonic()
+    result, _ = run(greedy, t("spin", "greedy/cpu-spin", timeoutMs=20_000),
+                    t("hog", "greedy/memory-hog", timeoutMs=20_000))
+    spin, hog = by_id(result)["spin"], by_id(result)["hog"]
+    # Stopped by the skill's own 1 s of CPU and 256 MB, long before the 20 s timeout.
+    assert spin.state == "failed" and hog.state == "failed"
+    assert time.monotonic() - started < 15
+    bad = tmp_path / "bad"
+    (bad / "scripts").mkdir(parents=True)
+    (bad / "SKILL.md").write_text("---\nname: bad\ndescription: d\nmetadata:\n  x-narratoria:\n"
+                                  "    limits:\n      memoryMb: 10\n---\n")
+    skipped = SkillRegistry([tmp_path]).discovery.skipped
+    assert any("memoryMb must be >= 64" in s.reason for s in skipped)

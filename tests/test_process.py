@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURE_SKILLS, process_alive
+from conftest import FIXTURE_SKILLS, TESTS, process_alive
+from narratoria.runtime.limits import ResourceLimits
 from narratoria.runtime.process import ProcessLimits, run_script, script_env
 from narratoria.runtime.protocol import tool_input
 from narratoria.runtime.zygote import Zygote
@@ -176,3 +177,41 @@ def test_cancellation_kills_the_process_group(tmp_path):
     asyncio.run(main())
     child, parent = map(int, pid_file.read_text().split())
     assert wait_dead(parent) and wait_dead(child)
+
+
+# -- resource limits (setrlimit), exec'd and forked alike ---------------------------------
+
+GREEDY = TESTS / "fixtures" / "limits" / "greedy" / "scripts"
+
+
+def invoke_limited(script: Path, **resources):
+    stdin = tool_input("req-1", "greedy", script.name, {})
+    limits = ProcessLimits(timeout_s=20, resources=ResourceLimits(**resources))
+    return asyncio.run(run_script(script, stdin, limits=limits, env=script_env(None, "req-1"),
+                                  zygote=_ZYGOTE[0]))
+
+
+def test_a_memory_hog_hits_its_address_space_limit():
+    started = time.monotonic()
+    out = invoke_limited(GREEDY / "memory-hog", memory_mb=512)
+    assert out.error.category == "process_error" and out.done is None
+    assert "MemoryError" in out.stderr
+    assert time.monotonic() - started < 10 and not out.timed_out
+
+
+def test_a_cpu_spinner_is_stopped_by_its_cpu_time_limit_before_the_timeout():
+    started = time.monotonic()
+    out = invoke_limited(GREEDY / "cpu-spin", cpu_s=1)
+    assert not out.timed_out and out.exit_code is not None and out.exit_code < 0
+    assert "SIGXCPU" in out.error.message or "SIGKILL" in out.error.message
+    assert time.monotonic() - started < 10
+
+
+def test_a_descriptor_leak_hits_its_open_files_limit():
+    out = invoke_limited(GREEDY / "open-files", open_files=32)
+    assert out.error.category == "process_error" and "Too many open files" in out.stderr
+
+
+def test_within_its_limits_a_script_runs_as_before():
+    out = invoke(ECHO / "echo", {"key": "k", "value": 1})
+    assert out.ok

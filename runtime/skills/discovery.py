@@ -36,12 +36,29 @@ class RetryPolicySpec(msgspec.Struct, forbid_unknown_fields=True):
             raise ValueError("retryPolicy values must be >= 0")
 
 
+class LimitsSpec(msgspec.Struct, forbid_unknown_fields=True):
+    """A skill's own resource limits per process (``x-narratoria.limits``); unset
+    ones keep the daemon's defaults (runtime/limits.py)."""
+
+    cpuSeconds: int | None = None
+    memoryMb: int | None = None
+    openFiles: int | None = None
+
+    def __post_init__(self) -> None:
+        for name, value, low in (("cpuSeconds", self.cpuSeconds, 1),
+                                 ("memoryMb", self.memoryMb, 64),
+                                 ("openFiles", self.openFiles, 16)):
+            if value is not None and value < low:
+                raise ValueError(f"limits.{name} must be >= {low}, got {value}")
+
+
 class NarratoriaMeta(msgspec.Struct, rename={"display_name": "displayName"}):
     display_name: str | None = None
     capabilities: list[str] = []
     priority: int = 50
     retryPolicy: RetryPolicySpec | None = None
     timeoutMs: int | None = None
+    limits: LimitsSpec | None = None
     # Player inputs that call for this skill: the planner's router compares a
     # turn's input with them (and with the description and capabilities).
     routeExamples: list[str] = []
@@ -107,6 +124,7 @@ class Skill:
     default_enabled: bool = True
     retry_policy: RetryPolicySpec | None = None
     timeout_ms: int | None = None
+    limits: LimitsSpec | None = None
     scripts: dict[str, SkillScript] = field(default_factory=dict)
     config_schema: dict[str, Any] | None = None
     warnings: list[str] = field(default_factory=list)
@@ -227,6 +245,7 @@ def load_skill(root: Path) -> Skill:
         default_enabled=meta.defaultEnabled,
         retry_policy=meta.retryPolicy,
         timeout_ms=meta.timeoutMs,
+        limits=meta.limits,
     )
     schema_path = root / CONFIG_SCHEMA
     if schema_path.exists():

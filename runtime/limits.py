@@ -1,0 +1,48 @@
+"""Kernel limits on a skill process (setrlimit), applied in the child before it runs.
+
+Both ways a skill starts apply them: exec'd (``process.py``, between fork and exec)
+and forked from the zygote (``zygote.py``). The soft and hard limits are set equal,
+so the skill cannot raise them again; its children inherit them.
+"""
+
+from __future__ import annotations
+
+import resource
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ResourceLimits:
+    """Kernel limits (setrlimit) on one skill process and every child it forks.
+
+    The defaults are generous for a skill (a Python process with grpc needs about
+    300 MB of address space) and small enough that a hostile or buggy one cannot
+    take the device down: a memory hog gets MemoryError, a spinner SIGXCPU, a
+    descriptor leak EMFILE. ``None`` leaves that limit as the daemon's own.
+    """
+
+    cpu_s: int | None = 60              # RLIMIT_CPU: seconds of CPU time
+    memory_mb: int | None = 2048        # RLIMIT_AS: address space
+    open_files: int | None = 256        # RLIMIT_NOFILE
+
+    def pairs(self) -> list[tuple[int, int]]:
+        """(resource, value) for setrlimit; soft = hard, so a skill cannot raise them."""
+        out = []
+        for resource_id, value in ((resource.RLIMIT_CPU, self.cpu_s),
+                                   (resource.RLIMIT_AS, None if self.memory_mb is None
+                                    else self.memory_mb * 1024 * 1024),
+                                   (resource.RLIMIT_NOFILE, self.open_files)):
+            if value is not None:
+                out.append((resource_id, value))
+        return out
+
+
+def apply_resource_limits(pairs: Sequence[Sequence[int]]) -> None:
+    """In the child, before the script runs. A limit above the daemon's own hard limit
+    is lowered to it (an unprivileged process cannot raise a hard limit)."""
+    for resource_id, value in pairs:
+        _soft, hard = resource.getrlimit(resource_id)
+        if hard != resource.RLIM_INFINITY:
+            value = min(value, hard)
+        resource.setrlimit(resource_id, (value, value))
