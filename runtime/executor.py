@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import tempfile
 import time
 from dataclasses import dataclass, field, replace
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from .plan import (
     ExecutionResult,
@@ -305,30 +306,32 @@ class _PlanRun:
         tool_started = time.monotonic()
         outcome = InvocationOutcome()
         attempt = 0
-        for attempt in range(res.policy.maxRetries + 1):
-            if attempt:
-                self.sink(ExecutorEvent("tool_retry", tool.toolId, attempt,
-                                        event={"delayMs": int(res.policy.delay_s(attempt) * 1000),
-                                               "error": _error_dict(outcome.error)}))
-                await asyncio.sleep(res.policy.delay_s(attempt))
-            self.sink(ExecutorEvent("tool_started", tool.toolId, attempt,
-                                    event={"toolPath": tool.toolPath}))
-            async with self.ex.slots.slot() if self.ex.slots is not None else nullcontext():
-                outcome = await run_script(
-                    res.path, stdin, limits=limits, env=env,
-                    on_event=self._forward(tool.toolId, attempt, events),
-                    zygote=self.ex.zygote,
-                )
-            if res.skill is not None:
+        with _working_dir(res.script) as cwd:
+            for attempt in range(res.policy.maxRetries + 1):
+                if attempt:
+                    delay_ms = int(res.policy.delay_s(attempt) * 1000)
+                    self.sink(ExecutorEvent("tool_retry", tool.toolId, attempt,
+                                            event={"delayMs": delay_ms,
+                                                   "error": _error_dict(outcome.error)}))
+                    await asyncio.sleep(res.policy.delay_s(attempt))
+                self.sink(ExecutorEvent("tool_started", tool.toolId, attempt,
+                                        event={"toolPath": tool.toolPath}))
+                async with self.ex.slots.slot() if self.ex.slots is not None else nullcontext():
+                    outcome = await run_script(
+                        res.path, stdin, limits=limits, env=env, cwd=cwd,
+                        on_event=self._forward(tool.toolId, attempt, events),
+                        zygote=self.ex.zygote,
+                    )
+                if res.skill is not None:
+                    if outcome.ok:
+                        health.record_success(res.skill)
+                    else:
+                        health.record_failure(res.skill, transient=outcome.timed_out)
                 if outcome.ok:
-                    health.record_success(res.skill)
-                else:
-                    health.record_failure(res.skill, transient=outcome.timed_out)
-            if outcome.ok:
-                break
-        else:
-            if res.skill is not None and res.policy.maxRetries > 0:
-                health.record_retries_exhausted(res.skill)
+                    break
+            else:
+                if res.skill is not None and res.policy.maxRetries > 0:
+                    health.record_retries_exhausted(res.skill)
         del self.running[tool.toolId]
         self.outcomes[tool.toolId] = outcome
         error = outcome.error
@@ -447,6 +450,24 @@ class _PlanRun:
 
 def _strip(doc: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in doc.items() if k not in ("type", "version", "attempt")}
+
+
+@contextmanager
+def _working_dir(script: SkillScript | None) -> Iterator[Path]:
+    """Where an invocation runs: its skill's private ``data/`` folder (kept: the skill's
+    own working files), or, for a script outside every skill, a fresh folder removed
+    afterwards; never the daemon's own working directory."""
+    if script is not None:
+        data = script.path.parent.parent / "data"
+        try:
+            data.mkdir(exist_ok=True)
+        except OSError:
+            pass  # a read-only install: a scratch folder, as for a bare script
+        else:
+            yield data
+            return
+    with tempfile.TemporaryDirectory(prefix="narratoria-skill-", ignore_cleanup_errors=True) as tmp:
+        yield Path(tmp)
 
 
 def _error_dict(error: ToolError | None) -> dict[str, Any] | None:

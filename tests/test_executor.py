@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from pathlib import Path
 
@@ -276,3 +277,24 @@ def test_a_skills_declared_resource_limits_bound_its_processes(tmp_path):
                                   "    limits:\n      memoryMb: 10\n---\n")
     skipped = SkillRegistry([tmp_path]).discovery.skipped
     assert any("memoryMb must be >= 64" in s.reason for s in skipped)
+
+
+def test_a_skill_runs_in_its_own_data_folder_and_a_bare_script_in_a_scratch_one(tmp_path):
+    skill = tmp_path / "skills" / "where"
+    (skill / "scripts").mkdir(parents=True)
+    (skill / "SKILL.md").write_text("---\nname: where\ndescription: says where it runs\n---\n")
+    script = skill / "scripts" / "cwd"
+    script.write_text("#!/usr/bin/env python3\nimport json, os, sys\nsys.stdin.read()\n"
+                      "print(json.dumps({'version': '0', 'type': 'state_patch', "
+                      "'patch': {'cwd': os.getcwd()}}))\n"
+                      "print(json.dumps({'version': '0', 'type': 'done', 'ok': True}))\n")
+    script.chmod(0o755)
+    result, _ = run(SkillRegistry([tmp_path / "skills"]), t("a", "where/cwd"))
+    assert result.aggregatedState["cwd"] == str(skill / "data")
+    loose = tmp_path / "loose-cwd"  # a script outside every skill
+    loose.write_bytes(script.read_bytes())
+    loose.chmod(0o755)
+    result, _ = run(SkillRegistry([tmp_path / "skills"]), t("b", str(loose)))
+    bare = Path(result.aggregatedState["cwd"])
+    assert bare.name.startswith("narratoria-skill-") and bare != Path(os.getcwd())
+    assert not bare.exists()  # removed after the invocation

@@ -117,7 +117,8 @@ class LoadedCampaign:
         except ValueError as exc:
             log.warning("campaign %s scene %d: beats not advanced: %s", self.id, scene, exc)
             return SceneGuidance(self.stat_lines(state), {}, (), ())
-        patch = merge_trees(moved.state_patch, {TRACKER_PATH[0]: {TRACKER_PATH[1]: moved.tracker.to_json()}})
+        tracker_doc = {TRACKER_PATH[0]: {TRACKER_PATH[1]: moved.tracker.to_json()}}
+        patch = merge_trees(moved.state_patch, tracker_doc)
         lines = [f"Plot beat — {g}" for g in moved.guidance]
         if moved.ending:
             lines.append("Plot: this is an ending; steer the scene gently toward its conclusion.")
