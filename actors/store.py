@@ -25,7 +25,7 @@ from narratoria.runtime.db import DB_FILENAME, connect
 from narratoria.runtime.grounding import lore_scope
 from narratoria.runtime.sessions import SessionRecord, SessionStore
 from narratoria.runtime.state import SessionState, StatRange
-from narratoria.runtime.store import MemoryEvent, PersistenceStore
+from narratoria.runtime.store import MemoryEvent, PersistenceStore, ScoreChange
 from narratoria.runtime.storyline import OpenScene, Storyline
 
 from .embedder import RemoteEmbedder
@@ -40,6 +40,8 @@ def _doc(text: str, what: str) -> Any:
         return msgspec.json.decode(text) if text else {}
     except msgspec.DecodeError as exc:
         raise ValueError(f"{what}: not valid JSON: {exc}") from None
+    except RecursionError:
+        raise ValueError(f"{what}: JSON nested too deeply") from None
 
 
 @ray.remote(num_cpus=0, max_restarts=-1, max_concurrency=16)
@@ -147,6 +149,14 @@ class StoreActor:
         record = self.store.playthrough(playthrough_id).adjust_score(
             data_type, key, delta, event=event or None)
         return _json(record)
+
+    def adjust_scores(self, playthrough_id: str, data_type: str, changes: list[dict[str, Any]],
+                      event: str) -> list[str]:
+        """Several scores in one store transaction; ``changes``: {key, delta, minimum?,
+        maximum?, decay_rate?} each (the proto's ScoreDelta)."""
+        records = self.store.playthrough(playthrough_id).adjust_scores(
+            data_type, [ScoreChange(**change) for change in changes], event=event or None)
+        return [_json(r) for r in records]
 
     def delete(self, playthrough_id: str, data_type: str, key: str) -> bool:
         return self.store.playthrough(playthrough_id).delete(data_type, key)

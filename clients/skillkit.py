@@ -359,6 +359,22 @@ class Store:
             data_type=data_type, key=key, delta=delta, event=event or "", skill_scope=shared))
         return self._record(reply.record_json) or {}
 
+    def adjust_scores(self, data_type: str, changes: list[dict[str, Any]], event: str | None = None,
+                      *, shared: bool = False) -> list[dict[str, Any]]:
+        """``adjust_score`` for several keys in ONE store transaction: every score moves or
+        none does. ``changes``: ``{key, delta, minimum?, maximum?, decay_rate?}`` each; the
+        bounds are the caller's scale (the current score is read as clamped into it, and
+        the new one is clamped into it), ``decay_rate`` is stored on the record. Returns
+        the records as written, one per change, in order."""
+        deltas = []
+        for change in changes:
+            extra = {f: change[f] for f in ("minimum", "maximum", "decay_rate")
+                     if change.get(f) is not None}
+            deltas.append(self.pb.ScoreDelta(key=change["key"], delta=change["delta"], **extra))
+        reply = self._call("AdjustScores", self.pb.AdjustScoresRequest(
+            data_type=data_type, changes=deltas, event=event or "", skill_scope=shared))
+        return [json.loads(r) for r in reply.records_json]
+
     def delete(self, data_type: str, key: str, *, shared: bool = False) -> bool:
         return bool(self._call("Delete", self.pb.KeyRequest(data_type=data_type, key=key,
                                                             skill_scope=shared)).deleted)

@@ -1,7 +1,8 @@
 """The built-in reputation skill (skills/reputation) end to end: its scripts run as
 processes under a real daemon (pattern planner) against the real store through the
-Store service, driven by fixed plans (execute_only, no narration); the all-or-nothing
-undo of update-reputation runs in-process against a store that fails on demand."""
+Store service, driven by fixed plans (execute_only, no narration); the configured scale
+and a failing store are checked in-process, the kit's Store client replaced by the real
+persistence layer."""
 
 from __future__ import annotations
 
@@ -157,6 +158,77 @@ def test_a_forged_token_is_refused_in_protocol(daemon):
     assert events[0]["errorCode"] == "store_forbidden" and events[-1]["ok"] is False
 
 
+def _standing(client, session_id: str, *factions: str) -> dict[str, dict]:
+    events = run_plan(client, session_id, tool("named", "query-reputation", factions=list(factions)))
+    assert finished(events)["named"].ok, finished(events)["named"].error
+    return reported(events, "named")
+
+
+def test_a_multi_faction_update_whose_second_faction_is_invalid_changes_nothing(daemon, tmp_path):
+    with daemon.client() as client:
+        session = client.create_session(title="all or nothing")
+        events = run_plan(client, session.id, tool("seed", "update-reputation", changes=[
+            {"faction": "City Watch", "delta": 30}, {"faction": "Iron Bank", "delta": -10}]))
+        assert finished(events)["seed"].ok, finished(events)["seed"].error
+        before = _standing(client, session.id, "City Watch", "Iron Bank", "Temple")
+        assert before["city_watch"]["storedScore"] == 30 and not before["temple"]["recorded"]
+
+        # Refused by the script's checks: the first (valid) change is not written either.
+        failed_on_bad_input(client, session.id, tool("bad", "update-reputation", changes=[
+            {"faction": "City Watch", "delta": 10}, {"faction": "Temple", "delta": 500},
+            {"faction": "Iron Bank", "delta": 5}]), "input.changes[1].delta")
+        assert _standing(client, session.id, "City Watch", "Iron Bank", "Temple") == before
+
+        # Refused by the store itself, through the Store service's AdjustScores: a bare
+        # script sends three changes whose second has an empty scale (minimum > maximum).
+        script = tmp_path / "adjust-probe"
+        script.write_text(f"""#!{sys.executable}
+import sys
+sys.dont_write_bytecode = True
+from narratoria.clients import skillkit as kit
+
+def main(out, params):
+    with kit.Store() as store:
+        store.adjust_scores(kit.DATA_TYPE_REPUTATION, params["changes"])
+    out.emit({{"type": "done", "ok": True, "summary": "adjusted"}})
+
+sys.exit(kit.run("adjust-probe", main))
+""")
+        script.chmod(0o755)
+        events = run_plan(client, session.id, {"toolId": "raw", "toolPath": str(script), "required": False,
+                                               "input": {"changes": [
+                                                   {"key": "city_watch", "delta": 10},
+                                                   {"key": "temple", "delta": 5, "minimum": 5, "maximum": 1},
+                                                   {"key": "iron_bank", "delta": 5}]}})
+        assert not finished(events)["raw"].ok
+        errors = [e for e in tool_events(events, "raw") if e["type"] == "error"]  # one a try
+        assert errors and all(e["errorCode"] == "store_rejected" for e in errors), errors
+        assert "changes[1].minimum: must not exceed maximum" in errors[0]["errorMessage"]
+        assert _standing(client, session.id, "City Watch", "Iron Bank", "Temple") == before
+
+
+def test_concurrent_updates_of_one_faction_all_count(daemon):
+    """Four update-reputation invocations at once (a parallel plan, async tools), each
+    +5 to the same faction: no update is lost, the store applies all four."""
+    with daemon.client() as client:
+        session = client.create_session(title="concurrent")
+        tools = [{**tool(f"u{i}", "update-reputation", changes=[
+                     {"faction": "Iron Bank", "delta": 5, "reason": f"deposit {i}"},
+                     {"faction": "Merchants Guild", "delta": -5}]), "async": True}
+                 for i in range(4)]
+        plan = {"requestId": "test-concurrent", "narrative": "So be it.", "parallel": True,
+                "tools": tools}
+        events = list(client.turn(session.id, plan_json=json.dumps(plan), execute_only=True))
+        done = finished(events)
+        assert all(done[f"u{i}"].ok for i in range(4)), [(k, v.error) for k, v in done.items()]
+        scores = sorted(next(e for e in tool_events(events, f"u{i}") if e["type"] == "log")
+                        ["fields"]["score"] for i in range(4))
+        assert scores == pytest.approx([5, 10, 15, 20], abs=0.01)  # each saw the ones before it
+        now = _standing(client, session.id, "Iron Bank", "Merchants Guild")
+        assert now["iron_bank"]["storedScore"] == pytest.approx(20, abs=0.01)
+        assert now["merchants_guild"]["storedScore"] == pytest.approx(-20, abs=0.01)
+
+
 def test_skills_check_passes():
     assert not skills_check(SKILL)["findings"]
 
@@ -221,6 +293,13 @@ class FlakyStore:
         self._write()
         return self._wire(self.pt.update(data_type, key, changes))
 
+    def adjust_scores(self, data_type, changes, event=None):
+        from narratoria.runtime.store import ScoreChange
+
+        self._write()
+        return [self._wire(r) for r in self.pt.adjust_scores(
+            data_type, [ScoreChange(**c) for c in changes], event=event)]
+
     def delete(self, data_type, key):
         return self.pt.delete(data_type, key)
 
@@ -258,20 +337,25 @@ def _stored(path: Path) -> dict[str, dict]:
                 for r in store.exact_match("faction_reputation")}
 
 
-def test_a_failed_write_undoes_the_changes_already_applied(monkeypatch, capsys, tmp_path):
+def test_a_failed_store_call_changes_nothing(monkeypatch, capsys, tmp_path):
+    """All changes go in one AdjustScores call: when it fails nothing was written, and
+    there is nothing to undo."""
     path = tmp_path / "rep.duckdb"
     _seed(path, [{"factionId": "city_watch", "currentScore": 30.0,
-                  "lastUpdated": "2026-01-01T00:00:00Z"}])
+                  "lastUpdated": "2099-01-01T00:00:00Z"}])  # not decayed yet
     before = _stored(path)
     request = {"input": {"changes": [{"faction": "City Watch", "delta": 10},
                                      {"faction": "Merchants Guild", "delta": -20},
                                      {"faction": "Temple", "delta": 5}]}}
-    events = _update(monkeypatch, capsys, path, 3, request)
+    events = _update(monkeypatch, capsys, path, 1, request)
     assert [e["type"] for e in events] == ["error", "done"] and events[1]["ok"] is False
     assert events[0]["errorCode"] == "store_unavailable"
-    assert events[0]["details"]["rolledBack"] == ["city_watch", "merchants_guild"]
-    assert "nothing was changed" in events[0]["errorMessage"]
-    assert _stored(path) == before  # the watch restored, the new merchants record deleted
+    assert "rolledBack" not in events[0].get("details", {})
+    assert _stored(path) == before
+    events = _update(monkeypatch, capsys, path, None, request)  # the same call, the store up
+    assert events[-1]["ok"] is True, events
+    assert {k: round(v["currentScore"], 2) for k, v in _stored(path).items()} == {
+        "city_watch": 40, "merchants_guild": -20, "temple": 5}
 
 
 def test_configured_scale_and_factions_bound_the_changes(monkeypatch, capsys, tmp_path):

@@ -33,6 +33,7 @@ from .store import (
     PersistenceStore,
     Playthrough,
     RecordNotFound,
+    ScoreChange,
     StoreConfig,
     StoreError,
 )
@@ -59,6 +60,7 @@ __all__ = [
     "RecordNotFound",
     "RetentionPolicy",
     "RetentionResult",
+    "ScoreChange",
     "StoreConfig",
     "StoreError",
     "decayed",

@@ -108,6 +108,23 @@ class Hit(msgspec.Struct, frozen=True):
     score: float  # cosine similarity to the query, -1..1
 
 
+class ScoreChange(msgspec.Struct, frozen=True):
+    """One change of ``Playthrough.adjust_scores``: add ``delta`` to ``key``'s score.
+
+    ``minimum``/``maximum`` (optional, finite, ``minimum <= maximum``) are the
+    caller's scale: the current score is read as clamped into it and the new one
+    is clamped into it after the store's own clamp. ``decay_rate`` (optional,
+    0-1) is stored on the record as its own rate of decay; unset, the record's
+    rate is left as it is. Validated by ``adjust_scores`` (``RecordError``).
+    """
+
+    key: str
+    delta: float
+    minimum: float | None = None
+    maximum: float | None = None
+    decay_rate: float | None = None
+
+
 def _utc_now() -> datetime:
     return datetime.now(UTC)
 
@@ -458,34 +475,85 @@ class Playthrough:
         event)``. The new stored score is the current decayed score plus
         ``delta`` (perception clamped to -100..100), stamped with the store's
         clock; ``event`` is appended to an NPC's history. A key not stored yet
-        starts from 0.
+        starts from 0. One change of ``adjust_scores``.
         """
+        return self._adjust_scores(data_type, [ScoreChange(key, delta)], event, single=True)[0]
+
+    def adjust_scores(self, data_type: DataType | str, changes: Sequence[ScoreChange], *,
+                      event: str | None = None) -> list[Record]:
+        """Move several scores of one record type in ONE transaction: all or nothing.
+
+        Each change is ``adjust_score``'s read-decay-add-clamp-write: the current
+        score decayed to now (0 for a key not stored yet) plus ``delta``, clamped
+        to the type's range (perception: -100..100), stamped with the store's
+        clock. A change's ``minimum``/``maximum`` are the caller's scale: the
+        current score is read as clamped into it (one stored before the scale
+        narrowed counts as its nearest end) and the new score is clamped into it
+        after the store's own clamp; a scale must overlap the type's range. A
+        change's ``decay_rate`` is stored on the record; ``event`` is appended to
+        each NPC's history.
+
+        Every change is validated before the transaction begins, and any error in
+        it rolls all of them back: no score moves unless every one does. A key
+        changed twice in one batch takes the changes in order (the second builds
+        on the first). Returns the records as written, one per change, in order.
+        """
+        return self._adjust_scores(data_type, changes, event, single=False)
+
+    def _adjust_scores(self, data_type: DataType | str, changes: Sequence[ScoreChange],
+                       event: str | None, *, single: bool) -> list[Record]:
+        """``adjust_scores``; ``single``: ``adjust_score``'s one change, its errors named
+        by the bare field (``delta``) instead of ``changes[i].delta``."""
         spec = _spec(data_type)
         if spec.score_column is None:
             raise RecordError(f"dataType: {spec.data_type.value} has no score to adjust")
-        _check_key(spec, key)
-        if isinstance(delta, bool) or not isinstance(delta, (int, float)) or not math.isfinite(delta):
-            raise RecordError(f"delta: must be a finite number, got {delta!r}")
         if event is not None and spec.data_type is not DataType.NPC_PERCEPTION:
             raise RecordError(f"event: {spec.data_type.value} keeps no event history")
+        if isinstance(changes, (str, bytes, Mapping)) or not isinstance(changes, Sequence) \
+                or not changes:
+            raise RecordError(f"changes: must be a non-empty sequence of ScoreChange, got {changes!r}")
+        checked = [_check_score_change(spec, change, None if single else i)
+                   for i, change in enumerate(changes)]
         store = self._store
         now = store._now()
-        with store.monitor.measure("adjust_score", spec.data_type.value, self._id, {spec.key: key}) as stat:
+        keys = list(dict.fromkeys(c.key for c in checked))
+        operation = "adjust_score" if single else "adjust_scores"
+        with store.monitor.measure(operation, spec.data_type.value, self._id,
+                                   {spec.key: keys[0] if len(keys) == 1 else keys}) as stat:
             with store._transaction() as cur:
-                current = self._locked_get(cur, spec, key)
-                base = 0.0 if current is None else self._decayed([current], spec, now)[0].decayed_score
-                score = _clamp(spec.data_type, base + delta)
-                fields: dict[str, Any] = {spec.score_column: score, spec.time_column: now}
-                if event is not None:
-                    fields["event_history"] = (current.event_history if current else []) + [event]
-                if current is None:
-                    record = to_record(spec.data_type, {spec.key: key, "playthrough_id": self._id, **fields})
-                    insert_one(cur, spec, record, None, None)
-                else:
-                    record, changed = _merge(spec, current, fields)
-                    self._rewrite(cur, spec, key, record, changed, None)
-            stat.result_count = 1
-        return self._decayed([record], spec, now)[0]
+                stored: dict[str, bool] = {}  # key -> whether a row exists in the table
+                latest: dict[str, Record | None] = {}  # key -> the record as this batch left it
+                fields: dict[str, set[str]] = {}  # key -> the columns this batch changed
+                written: list[Record] = []
+                for change in checked:
+                    key = change.key
+                    if key not in latest:
+                        latest[key] = self._locked_get(cur, spec, key)
+                        stored[key], fields[key] = latest[key] is not None, set()
+                    current = latest[key]
+                    base = 0.0 if current is None else \
+                        self._decayed([current], spec, now)[0].decayed_score
+                    score = _bounded(change, _clamp(spec.data_type, _bounded(change, base) + change.delta))
+                    new: dict[str, Any] = {spec.score_column: score, spec.time_column: now}
+                    if change.decay_rate is not None:
+                        new["decay_rate"] = change.decay_rate
+                    if event is not None:
+                        new["event_history"] = (current.event_history if current else []) + [event]
+                    if current is None:
+                        record = to_record(spec.data_type, {spec.key: key, "playthrough_id": self._id, **new})
+                    else:
+                        record, _ = _merge(spec, current, new)
+                    fields[key].update(new)
+                    latest[key] = record
+                    written.append(record)
+                # One write per key (a key changed twice is written once, as it ended).
+                for key, record in latest.items():
+                    if stored[key]:
+                        self._rewrite(cur, spec, key, record, sorted(fields[key]), None)
+                    else:
+                        insert_one(cur, spec, record, None, None)
+            stat.result_count = len(written)
+        return self._decayed(written, spec, now)
 
     def delete(self, data_type: DataType | str, key: str) -> bool:
         """Remove one record; False if this playthrough has no such record."""
@@ -669,3 +737,51 @@ def _merge(spec: TableSpec, current: Record, changes: Mapping[str, Any]) -> tupl
 def _clamp(data_type: DataType, score: float) -> float:
     low, high = SCORE_RANGE.get(data_type, (-math.inf, math.inf))
     return min(high, max(low, score))
+
+
+def _finite(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+
+
+def _check_score_change(spec: TableSpec, change: Any, index: int | None) -> ScoreChange:
+    """``change`` validated; errors name ``changes[index].field`` (the bare field if
+    ``index`` is None: ``adjust_score``'s single change, whose key is the record's)."""
+    def name(field: str) -> str:
+        if index is None:
+            return camel(spec.key) if field == "key" else field
+        return f"changes[{index}].{field}"
+
+    if not isinstance(change, ScoreChange):
+        where = "change" if index is None else f"changes[{index}]"
+        raise RecordError(f"{where}: must be a ScoreChange, got {change!r}")
+    if not isinstance(change.key, str) or not change.key:
+        raise RecordError(f"{name('key')}: must be a non-empty string, got {change.key!r}")
+    if not _finite(change.delta):
+        raise RecordError(f"{name('delta')}: must be a finite number, got {change.delta!r}")
+    for field in ("minimum", "maximum"):
+        value = getattr(change, field)
+        if value is not None and not _finite(value):
+            raise RecordError(f"{name(field)}: must be a finite number or None, got {value!r}")
+    if change.minimum is not None and change.maximum is not None and change.minimum > change.maximum:
+        raise RecordError(f"{name('minimum')}: must not exceed maximum, got "
+                          f"{change.minimum!r} > {change.maximum!r}")
+    low, high = SCORE_RANGE.get(spec.data_type, (-math.inf, math.inf))
+    for field, outside in (("minimum", change.minimum is not None and change.minimum > high),
+                           ("maximum", change.maximum is not None and change.maximum < low)):
+        if outside:
+            raise RecordError(f"{name(field)}: {getattr(change, field)!r} leaves no score in "
+                              f"{spec.data_type.value}'s range {low:g}..{high:g}")
+    if change.decay_rate is not None and (not _finite(change.decay_rate)
+                                          or not 0.0 <= change.decay_rate <= 1.0):
+        raise RecordError(f"{name('decayRate')}: must be a number from 0 to 1 or None, "
+                          f"got {change.decay_rate!r}")
+    return change
+
+
+def _bounded(change: ScoreChange, score: float) -> float:
+    """``score`` clamped into the change's own scale (``minimum``/``maximum``, each optional)."""
+    if change.maximum is not None:
+        score = min(change.maximum, score)
+    if change.minimum is not None:
+        score = max(change.minimum, score)
+    return score
