@@ -13,9 +13,15 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+# Bounds keep every number a plan gives convertible to float seconds (an unbounded
+# integer overflows ``timeoutMs / 1000`` and the backoff) and its retries finite in practice.
+MAX_MS = 24 * 60 * 60 * 1000  # a day, for any timeout or backoff
+MAX_RETRIES = 100
+
 NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
 NonNegative = Annotated[int, msgspec.Meta(ge=0)]
 Positive = Annotated[int, msgspec.Meta(gt=0)]
+Millis = Annotated[int, msgspec.Meta(gt=0, le=MAX_MS)]
 
 ToolState = Literal["success", "failed", "skipped", "timeout"]
 ErrorCategory = Literal[
@@ -26,8 +32,8 @@ MAX_GENERATION_ATTEMPTS = 5
 
 
 class RetryPolicy(msgspec.Struct, kw_only=True, omit_defaults=True):
-    maxRetries: NonNegative = 3
-    backoffMs: NonNegative = 100
+    maxRetries: Annotated[int, msgspec.Meta(ge=0, le=MAX_RETRIES)] = 3
+    backoffMs: Annotated[int, msgspec.Meta(ge=0, le=MAX_MS)] = 100
 
     def delay_s(self, attempt: int) -> float:
         """Delay before retry number ``attempt`` (1-based): backoffMs × 2^(attempt−1)."""
@@ -44,7 +50,7 @@ class ToolInvocation(msgspec.Struct, kw_only=True, omit_defaults=True):
     is_async: bool = msgspec.field(default=False, name="async")
     # None means "not set by the plan": the skill's policy or the default applies.
     retryPolicy: RetryPolicy | None = None
-    timeoutMs: Positive | None = None
+    timeoutMs: Millis | None = None
 
 
 class PlanMetadata(msgspec.Struct, kw_only=True):
@@ -59,7 +65,7 @@ class Plan(msgspec.Struct, kw_only=True, omit_defaults=True):
     parallel: bool = False
     disabledSkills: list[str] = []
     metadata: PlanMetadata = msgspec.field(default_factory=PlanMetadata)
-    timeoutMs: Positive | None = None
+    timeoutMs: Millis | None = None
 
 
 def new_plan_id() -> str:
@@ -121,11 +127,16 @@ def _line_col(data: bytes, byte_offset: int) -> tuple[int, int]:
 
 def decode_plan(data: bytes | str, source: str = "<plan>") -> Plan:
     """Decode and validate Plan JSON; errors name the source, line or field."""
-    raw = data.encode() if isinstance(data, str) else data
+    try:
+        raw = data.encode() if isinstance(data, str) else data
+    except UnicodeEncodeError as exc:  # a lone surrogate: no JSON text can hold it
+        raise PlanError(f"{source}: not valid Unicode at character {exc.start}") from None
     try:
         plan = msgspec.json.decode(raw, type=Plan)
     except msgspec.ValidationError as exc:
         raise PlanError(f"{source}: {exc}") from None
+    except RecursionError:
+        raise PlanError(f"{source}: JSON nested too deeply") from None
     except msgspec.DecodeError as exc:
         message = str(exc)
         marker = "(byte "

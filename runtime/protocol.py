@@ -174,6 +174,12 @@ class ProtocolReader:
             raise ProtocolViolation(
                 Violation("invalid_json", f"invalid JSON: {exc}", self.line_no)
             ) from None
+        except RecursionError:
+            # msgspec recurses per nesting level; a line of a few thousand brackets
+            # would otherwise escape as a RecursionError instead of a violation.
+            raise ProtocolViolation(
+                Violation("invalid_json", "invalid JSON: nested too deeply", self.line_no)
+            ) from None
         if isinstance(event, AssetEvent):
             if event.assetId in self._asset_ids:
                 raise ProtocolViolation(

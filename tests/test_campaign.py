@@ -303,3 +303,11 @@ def test_a_campaign_error_survives_pickling_with_its_problems():
     error = CampaignError(validate(BROKEN).errors)
     again = pickle.loads(pickle.dumps(error))
     assert again.problems == error.problems and str(again) == str(error)
+
+
+def test_a_folder_that_is_no_campaign_is_refused_without_being_read(tmp_path: Path):
+    (tmp_path / "notes.txt").write_text("not a campaign")
+    (tmp_path / "deep").mkdir()
+    report = validate(tmp_path)
+    assert not report.ok and report.files == []
+    assert [p.message for p in report.errors][0].startswith("no manifest")

@@ -23,7 +23,7 @@ from .beats import check_beats
 from .chunking import load_structured
 from .discovery import SIDECAR_SUFFIX, CampaignFile, discover
 from .frontmatter import split_frontmatter, read_metadata
-from .manifest import Manifest, load_manifest
+from .manifest import Manifest, find_manifest, load_manifest
 from .package import is_package, open_campaign
 from .items import check_items
 from .problems import CampaignError, Problem
@@ -76,6 +76,9 @@ def validate(root: Path) -> ValidationReport:
         manifest = load_manifest(root)
     except CampaignError as exc:
         problems += exc.problems
+        if find_manifest(root) is None:
+            # Not a campaign at all (a home folder, "/"): say so without reading it.
+            return ValidationReport(root, None, [], problems)
     files = discover(root)
     present = {f.relative for f in files}
     # Stats and items are checked across files (a duplicate id, an item naming a stat);
