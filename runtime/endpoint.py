@@ -4,6 +4,9 @@
   the user who started the daemon can connect).
 - ``NARRATORIA_ADDRESS`` overrides it for clients: ``unix:///abs/path.sock``,
   ``unix:relative.sock`` or ``HOST:PORT``.
+- Without it, clients also look for ``$XDG_RUNTIME_DIR/narratoria/daemon.sock``
+  (where the systemd user unit in deploy/systemd puts the socket) when the data
+  dir has no socket.
 - TCP needs the daemon token, generated once into ``<data dir>/daemon.token``
   (mode 0600) and sent as metadata ``x-narratoria-token``; clients read it from
   ``NARRATORIA_TOKEN`` or that file.
@@ -83,10 +86,27 @@ def default_socket(data_dir: Path | None = None) -> Path:
     return (data_dir or default_data_dir()) / SOCKET_NAME
 
 
+RUNTIME_SUBDIR = "narratoria"
+
+
+def runtime_socket() -> Path | None:
+    """``$XDG_RUNTIME_DIR/narratoria/daemon.sock`` (the systemd user unit's ``--socket
+    %t/narratoria/daemon.sock``), or None without XDG_RUNTIME_DIR."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    return Path(runtime) / RUNTIME_SUBDIR / SOCKET_NAME if runtime else None
+
+
 def client_endpoint() -> Endpoint:
-    """Where clients find the daemon: ``NARRATORIA_ADDRESS``, else the default socket."""
+    """Where clients find the daemon: ``NARRATORIA_ADDRESS``, else the default socket,
+    else (when only it exists) the runtime dir's socket."""
     address = os.environ.get(ADDRESS_ENV)
-    return parse_address(address) if address else unix_endpoint(default_socket())
+    if address:
+        return parse_address(address)
+    default = default_socket()
+    runtime = runtime_socket()
+    if runtime is not None and not default.exists() and runtime.exists():
+        return unix_endpoint(runtime)
+    return unix_endpoint(default)
 
 
 def token_path(data_dir: Path) -> Path:
