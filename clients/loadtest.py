@@ -1,0 +1,585 @@
+"""`narratoria loadtest`: drive a running daemon with N concurrent sessions.
+
+Each client is a thread with its own channel and its own session, playing M turns:
+free-text turns planned by the daemon's planner (the prompts of ``bench turn``), or,
+with ``--plan PLAN.json``, that fixed plan run ``execute_only`` (skills alone, no
+model). What it reports:
+
+- turns/s, and latency p50/p95/p99 of the whole turn (as the client saw it) and of
+  each phase the coordinator timed (``TurnDone.timings_ms``: plan, execute,
+  narrate, choices, store, total);
+- skill invocations (``tool_finished`` events) per second and their duration. The
+  daemon does not report a per-invocation queue wait: ``tool_started`` is sent
+  before the invocation takes one of the supervisor's process slots, so a tool's
+  duration includes its wait; the queue itself is sampled from Status (depth max and
+  mean) and the mean wait estimated from it by Little's law (mean depth / rate);
+- failures by category: ``grpc:<CODE>`` (a refused or broken turn), ``noDone`` (a
+  stream that ended without its done event), ``fallback`` (fallback events),
+  ``toolFailed`` (tool_finished with ok false), ``errorEvent`` (a tool's protocol
+  "error" event or an error log line);
+- the supervisor's limits under load: Status is sampled every ~0.2 s for the live
+  skill processes; their peak (sampled, and the daemon's own exact peak) must never
+  exceed the limit. ``--skill-concurrency K`` is that limit, the daemon's
+  ``serve --skill-limit`` (there is no per-call setting): passed on when the
+  loadtest starts the daemon, else compared with the running daemon's;
+- fairness: each client's median turn time (max/min) and the slowest single turn, so
+  a session starved by the others shows; ``--flood F --flood-plan PLAN.json`` adds F
+  sessions playing a heavy plan over and over while the N clients are measured;
+- leaked processes, which must be 0: after the run the supervisor's live count must
+  drop to 0, and /proc is scanned (when the daemon runs on this machine) for
+  processes left under the supervisor (exec'd skills, the zygote's forks, the zygote
+  itself excepted) or carrying the daemon's skill environment anywhere else
+  (orphaned grandchildren).
+
+Progress goes to stderr; ``--json`` prints one final document.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from .bench_turn import PROMPTS, _Daemon, _pct, _say
+
+PHASES = ("plan", "execute", "narrate", "choices", "store", "total")
+STATUS_INTERVAL_S = 0.2
+LEAK_GRACE_S = 5.0
+ZYGOTE_MARK = b"narratoria.runtime.zygote import serve"
+
+
+# -- figures ---------------------------------------------------------------------------
+
+def _dist(values: list[float], digits: int = 1) -> dict[str, Any]:
+    if not values:
+        return {"n": 0, "p50": None, "p95": None, "p99": None, "max": None}
+    return {"n": len(values), "p50": round(statistics.median(values), digits),
+            "p95": round(_pct(values, 0.95), digits), "p99": round(_pct(values, 0.99), digits),
+            "max": round(max(values), digits)}
+
+
+class _Tally:
+    """What the clients saw, under one lock."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.turn_ms: list[float] = []
+        self.per_client: dict[int, list[float]] = {}
+        self.phases: dict[str, list[float]] = {}
+        self.tool_ms: list[float] = []
+        self.tools_failed = 0
+        self.failures: dict[str, int] = {}
+        self.turns_ok = 0
+        self.turns_done = 0  # finished one way or another
+
+    def fail(self, category: str, n: int = 1) -> None:
+        with self.lock:
+            self.failures[category] = self.failures.get(category, 0) + n
+
+
+class _Sampler(threading.Thread):
+    """Status every ``interval`` s: live skill processes, queue depth, limit; progress."""
+
+    def __init__(self, client_factory: Callable[[], Any], tally: _Tally, total: int | None,
+                 interval: float, progress: bool) -> None:
+        super().__init__(daemon=True)
+        self.factory, self.tally, self.total = client_factory, tally, total
+        self.interval, self.progress = interval, progress
+        self.stop = threading.Event()
+        self.live: list[int] = []
+        self.depth: list[int] = []
+        self.limit = 0
+        self.daemon_peak = 0
+        self.errors = 0
+        self.started = time.perf_counter()
+
+    def run(self) -> None:
+        last_say = 0.0
+        with self.factory() as client:
+            while not self.stop.is_set():
+                try:
+                    st = client.status()
+                    self.live.append(st.live_skill_processes)
+                    self.depth.append(st.skill_queue_depth)
+                    self.limit = st.skill_process_limit
+                    self.daemon_peak = max(self.daemon_peak, st.peak_skill_processes)
+                except Exception:  # noqa: BLE001 - a busy daemon may miss a sample
+                    self.errors += 1
+                now = time.perf_counter()
+                if self.progress and now - last_say >= 1.0:
+                    last_say = now
+                    self._say(now)
+                self.stop.wait(self.interval)
+
+    def _say(self, now: float) -> None:
+        t = self.tally
+        with t.lock:
+            done, failed = t.turns_done, sum(t.failures.values())
+        total = f"/{self.total}" if self.total else ""
+        live = f"{self.live[-1]}/{self.limit}" if self.live else "?"
+        queue = self.depth[-1] if self.depth else "?"
+        rate = done / max(now - self.started, 1e-9)
+        _say(True, f"turns {done}{total}, {rate:.2f} turns/s, skill processes {live}, "
+                   f"queue {queue}, failures {failed}")
+
+
+# -- leaks -----------------------------------------------------------------------------
+
+def _proc_table() -> dict[int, tuple[int, bool]]:
+    """pid -> (parent pid, alive); zombies count as dead."""
+    table = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        table[int(entry.name)] = (int(fields[1]), fields[0] != "Z")
+    return table
+
+
+def _read(pid: int, name: str) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/{name}").read_bytes()
+    except OSError:
+        return b""
+
+
+def leaked_processes(supervisor_pid: int, address_marker: str) -> list[dict[str, Any]]:
+    """Live processes a skill left: descendants of the supervisor (the zygote excepted)
+    and processes anywhere with this daemon's skill environment (an invocation token
+    and NARRATORIA_ADDRESS naming this daemon)."""
+    table = _proc_table()
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    found: dict[int, str] = {}
+    stack = list(children.get(supervisor_pid, []))
+    while stack:
+        pid = stack.pop()
+        stack.extend(children.get(pid, []))
+        if ZYGOTE_MARK in _read(pid, "cmdline"):
+            continue  # the zygote itself; its forks are its children, still walked
+        if table[pid][1]:
+            found[pid] = "under the supervisor"
+    marker = address_marker.encode()
+    me = os.getpid()
+    for pid, (_, alive) in table.items():
+        if pid in found or pid == me or not alive:
+            continue
+        env = _read(pid, "environ").split(b"\0")
+        if any(e.startswith(b"NARRATORIA_SKILL_TOKEN=") for e in env) and any(
+                e.startswith(b"NARRATORIA_ADDRESS=") and marker in e for e in env):
+            found[pid] = "skill environment"
+    return [{"pid": pid, "why": why,
+             "cmdline": _read(pid, "cmdline").replace(b"\0", b" ").decode(errors="replace")[:200]}
+            for pid, why in sorted(found.items())]
+
+
+def _check_leaks(client_factory: Callable[[], Any], grace_s: float) -> dict[str, Any]:
+    """After the run: the supervisor's live count reaches 0, and no process is left."""
+    deadline = time.monotonic() + grace_s
+    with client_factory() as client:
+        address = str(client.endpoint.grpc_target)
+        while True:
+            st = client.status()
+            sup = next((a for a in st.actors if a.name == "supervisor"), None)
+            pid = sup.pid if sup is not None else 0
+            scan = bool(pid) and Path(f"/proc/{pid}").exists()
+            marker = address.removeprefix("unix://").removeprefix("unix:")
+            procs = leaked_processes(pid, marker) if scan else []
+            if (st.live_skill_processes == 0 and not procs) or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+    return {"count": max(st.live_skill_processes, len(procs)),
+            "statusLive": st.live_skill_processes, "procScan": scan, "processes": procs}
+
+
+# -- the run ---------------------------------------------------------------------------
+
+def _play_turn(client: Any, sid: str, i: int, t: int, plan_json: str | None,
+               tally: _Tally) -> None:
+    t0 = time.perf_counter()
+    timings: dict[str, int] = {}
+    done = False
+    tools: list[float] = []
+    tool_failed = fallbacks = errors = 0
+    try:
+        if plan_json is not None:
+            events = client.turn(sid, plan_json=plan_json, execute_only=True)
+        else:
+            events = client.turn(sid, text=PROMPTS[(i + t) % len(PROMPTS)])
+        for event in events:
+            kind = event.WhichOneof("event")
+            if kind == "tool_finished":
+                tools.append(float(event.tool_finished.duration_ms))
+                tool_failed += not event.tool_finished.ok
+            elif kind == "fallback":
+                fallbacks += 1
+            elif kind == "tool_event" and event.tool_event.type == "error":
+                errors += 1
+            elif kind == "log" and event.log.level == "error":
+                errors += 1
+            elif kind == "done":
+                done = True
+                timings = dict(event.done.timings_ms)
+                if event.done.fallback and not fallbacks:
+                    fallbacks = 1  # a fallback turn that sent no fallback event
+    except Exception as exc:  # noqa: BLE001 - counted by category, reported
+        code = getattr(exc, "code", None)
+        tally.fail(f"grpc:{code}" if isinstance(code, str) else f"exception:{type(exc).__name__}")
+    else:
+        if not done:
+            tally.fail("noDone")
+    wall = (time.perf_counter() - t0) * 1000
+    with tally.lock:
+        tally.turns_done += 1
+        tally.tool_ms.extend(tools)
+        tally.tools_failed += tool_failed
+        for category, n in (("toolFailed", tool_failed), ("fallback", fallbacks),
+                            ("errorEvent", errors)):
+            if n:
+                tally.failures[category] = tally.failures.get(category, 0) + n
+        if done:
+            tally.turns_ok += 1
+            tally.turn_ms.append(wall)
+            tally.per_client.setdefault(i, []).append(wall)
+            for phase, ms in timings.items():
+                tally.phases.setdefault(phase, []).append(float(ms))
+
+
+def run_loadtest(client_factory: Callable[[], Any], clients: int, turns: int | None,
+                 plan: dict[str, Any] | str | None = None, duration_s: float | None = None,
+                 progress: bool = True, *, skill_concurrency: int | None = None,
+                 status_interval_s: float = STATUS_INTERVAL_S,
+                 leak_grace_s: float = LEAK_GRACE_S,
+                 flood_plan: dict[str, Any] | str | None = None,
+                 flood_clients: int = 0) -> dict[str, Any]:
+    """N clients (threads, each its own channel and session) playing ``turns`` turns each,
+    or until ``duration_s`` has passed (whichever comes first when both are given).
+
+    ``client_factory()`` returns a new NarratoriaClient (a context manager). ``plan``: a
+    Plan JSON document (dict or text) run execute_only instead of text turns.
+    ``flood_clients`` more sessions play ``flood_plan`` (execute_only) over and over
+    while the N measured clients play: the measured figures then show whether their
+    turns are starved by the flood (the report's ``flood`` says what it ran).
+    """
+    if turns is None and duration_s is None:
+        raise ValueError("give turns, duration_s or both")
+    if flood_clients and flood_plan is None:
+        raise ValueError("flood_clients needs a flood_plan")
+    plan_json = json.dumps(plan) if isinstance(plan, dict) else plan
+    flood_json = json.dumps(flood_plan) if isinstance(flood_plan, dict) else flood_plan
+    tally = _Tally()
+    flood_tally = _Tally()
+    flood_stop = threading.Event()
+    total = clients * turns if turns is not None and duration_s is None else None
+    sampler = _Sampler(client_factory, tally, total, status_interval_s, progress)
+    start_gate = threading.Barrier(clients + flood_clients + 1)
+    deadline: list[float] = []
+
+    def flooder(i: int) -> None:
+        with client_factory() as client:
+            try:
+                sid = client.create_session(title=f"loadtest flood {i}").id
+            except Exception as exc:  # noqa: BLE001
+                code = getattr(exc, "code", None)
+                flood_tally.fail(f"grpc:{code}" if isinstance(code, str) else
+                                 f"exception:{type(exc).__name__}")
+                start_gate.wait()
+                return
+            start_gate.wait()
+            t = 0
+            while not flood_stop.is_set():
+                _play_turn(client, sid, i, t, flood_json, flood_tally)
+                t += 1
+
+    def player(i: int) -> None:
+        with client_factory() as client:
+            try:
+                sid = client.create_session(title=f"loadtest {i}").id
+            except Exception as exc:  # noqa: BLE001
+                code = getattr(exc, "code", None)
+                tally.fail(f"grpc:{code}" if isinstance(code, str) else
+                           f"exception:{type(exc).__name__}")
+                start_gate.wait()
+                return
+            start_gate.wait()  # every session exists before the first turn
+            t = 0
+            while (turns is None or t < turns) and (
+                    not deadline or time.perf_counter() < deadline[0]):
+                _play_turn(client, sid, i, t, plan_json, tally)
+                t += 1
+
+    threads = [threading.Thread(target=player, args=(i,), daemon=True) for i in range(clients)]
+    flooders = [threading.Thread(target=flooder, args=(i,), daemon=True)
+                for i in range(flood_clients)]
+    for th in threads + flooders:
+        th.start()
+    start_gate.wait()
+    started = time.perf_counter()
+    if duration_s is not None:
+        deadline.append(started + duration_s)
+    sampler.started = started
+    sampler.start()
+    for th in threads:
+        th.join()
+    elapsed = time.perf_counter() - started
+    with flood_tally.lock:
+        flood_during = flood_tally.turns_done  # flood turns finished while the clients played
+    flood_stop.set()
+    for th in flooders:
+        th.join()  # each finishes the turn it is in
+    sampler.stop.set()
+    sampler.join()
+    leaks = _check_leaks(client_factory, leak_grace_s)
+    with client_factory() as client:
+        final = client.status()
+    limit = final.skill_process_limit or sampler.limit
+    peak = max(sampler.live, default=0)  # this run's, as sampled
+    # The daemon's own peak is exact but counts since it started (other runs too): an
+    # upper bound on this run's, so the limit check uses both.
+    daemon_peak = max(sampler.daemon_peak, final.peak_skill_processes)
+    invocations = len(tally.tool_ms)
+    depth_mean = statistics.fmean(sampler.depth) if sampler.depth else 0.0
+    rate = invocations / elapsed if elapsed else 0.0
+    # Little's law wants every arrival at the queue, the flood's too.
+    all_rate = (invocations + len(flood_tally.tool_ms)) / elapsed if elapsed else 0.0
+    flood_errors = sum(n for c, n in flood_tally.failures.items()
+                       if c.startswith(("grpc:", "exception:")) or c == "noDone")
+    medians = [statistics.median(v) for v in tally.per_client.values() if v]
+    worst = [max(v) for v in tally.per_client.values() if v]
+    errors = sum(n for c, n in tally.failures.items() if c.startswith(("grpc:", "exception:"))
+                 or c == "noDone")
+    report: dict[str, Any] = {
+        "mode": "plan" if plan_json is not None else "text",
+        "clients": clients, "turnsPerClient": turns, "durationS": duration_s,
+        "turns": tally.turns_done, "turnsOk": tally.turns_ok,
+        "elapsedS": round(elapsed, 3),
+        "turnsPerS": round(tally.turns_ok / elapsed, 4) if elapsed else 0.0,
+        # ms: "turn" as the client saw it, the rest as the coordinator timed them.
+        "latencyMs": {"turn": _dist(tally.turn_ms),
+                      **{p: _dist(tally.phases[p]) for p in PHASES if p in tally.phases}},
+        "skills": {
+            "invocations": invocations, "failed": tally.tools_failed,
+            "perS": round(rate, 3),
+            "durationMs": _dist(tally.tool_ms),  # includes the wait for a process slot
+            "limit": limit, "requestedConcurrency": skill_concurrency,
+            "peakLive": peak, "peakLiveDaemon": daemon_peak,
+            "limitHeld": bool(limit) and max(peak, daemon_peak) <= limit,
+            "statusSamples": len(sampler.live), "statusErrors": sampler.errors,
+            "queue": {"depthMax": max(sampler.depth, default=0),
+                      "depthMean": round(depth_mean, 3),
+                      # Little's law: mean wait = mean queue length / arrival rate.
+                      "estimatedWaitMs": round(depth_mean / all_rate * 1000, 1) if all_rate else None},
+        },
+        "failures": {"total": sum(tally.failures.values()), "turnErrors": errors,
+                     "byCategory": dict(sorted(tally.failures.items()))},
+        "fairness": {"clientTurnP50MsMin": round(min(medians), 1) if medians else None,
+                     "clientTurnP50MsMax": round(max(medians), 1) if medians else None,
+                     "ratio": round(max(medians) / min(medians), 3) if medians and min(medians)
+                     else None,
+                     # the slowest single turn of the most delayed client: a starved turn
+                     "clientTurnMaxMs": round(max(worst), 1) if worst else None},
+        "leaked": leaks,
+        "flood": {"clients": flood_clients, "turns": flood_tally.turns_done,
+                  "turnsWhileMeasured": flood_during, "turnsOk": flood_tally.turns_ok,
+                  "invocations": len(flood_tally.tool_ms),
+                  "turnMs": _dist(flood_tally.turn_ms),
+                  "failures": dict(sorted(flood_tally.failures.items()))}
+        if flood_clients else None,
+    }
+    report["ok"] = (errors == 0 and flood_errors == 0 and leaks["count"] == 0
+                    and report["skills"]["limitHeld"] and tally.turns_ok > 0)
+    report["summary"] = summary(report)
+    return report
+
+
+def summary(r: dict[str, Any]) -> list[str]:
+    lat, sk = r["latencyMs"], r["skills"]
+    phases = ", ".join(f"{p} {lat[p]['p50']}/{lat[p]['p95']}/{lat[p]['p99']}"
+                       for p in ("plan", "execute", "narrate") if p in lat)
+    return [
+        f"{r['clients']} clients, {r['mode']} turns: {r['turnsOk']}/{r['turns']} ok in "
+        f"{r['elapsedS']} s, {r['turnsPerS']} turns/s",
+        f"turn ms p50/p95/p99 {lat['turn']['p50']}/{lat['turn']['p95']}/{lat['turn']['p99']}"
+        + (f"; {phases}" if phases else ""),
+        f"skills: {sk['invocations']} invocations, {sk['perS']}/s, duration p50 "
+        f"{sk['durationMs']['p50']} ms, queue max {sk['queue']['depthMax']} (est. wait "
+        f"{sk['queue']['estimatedWaitMs']} ms), peak live {sk['peakLive']}/{sk['limit']} "
+        f"(daemon's since start {sk['peakLiveDaemon']}; {'held' if sk['limitHeld'] else 'EXCEEDED'})",
+        f"failures {r['failures']['total']} {r['failures']['byCategory'] or ''}".rstrip()
+        + f"; fairness ratio {r['fairness']['ratio']}; leaked {r['leaked']['count']}"
+        + ("" if r["leaked"]["procScan"] else " (supervisor count only, no /proc scan)"),
+        *([f"flood: {r['flood']['clients']} sessions, {r['flood']['turns']} turns "
+           f"({r['flood']['turnsWhileMeasured']} finished while the clients played), "
+           f"{r['flood']['invocations']} invocations, turn p50 {r['flood']['turnMs']['p50']} ms, "
+           f"failures {r['flood']['failures'] or 0}"] if r.get("flood") else []),
+    ]
+
+
+# -- the command -----------------------------------------------------------------------
+
+class _ServeDaemon(_Daemon):
+    """``bench turn``'s daemon with the serve options a loadtest passes on."""
+
+    def __init__(self, folder: Path, extra: list[str]) -> None:
+        import subprocess
+
+        self.socket = folder / "d.sock"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "narratoria.clients.cli", "serve", "--socket", str(self.socket),
+             "--data-dir", str(folder / "data"), "--json", *extra],
+            stdout=subprocess.PIPE, stderr=open(folder / "daemon.log", "wb"), text=True,
+            start_new_session=True)
+        line = self.proc.stdout.readline() if self.proc.stdout else ""
+        if not line.strip():
+            self.stop()
+            log = (folder / "daemon.log").read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"the daemon did not start:\n{log}")
+        self.ready = json.loads(line)
+
+
+def _daemon_running(address: str | None) -> bool:
+    from .client import ClientError, NarratoriaClient
+
+    try:
+        with NarratoriaClient(address, timeout_s=5) as client:
+            client.status()
+        return True
+    except ClientError as exc:
+        return exc.code not in ("UNAVAILABLE", "DEADLINE_EXCEEDED")
+
+
+def add_loadtest_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "loadtest", help="drive a daemon with N concurrent sessions; turns/s, latency, skills, "
+                         "leaks",
+        description="N clients, each its own session, play M turns (text turns through the "
+                    "daemon's planner, or --plan's fixed plan, execute_only, to load skills "
+                    "alone). Reports turns/s, latency p50/p95/p99 per phase, skill invocations/s, "
+                    "queue, failures by category, peak live skill processes against the limit, "
+                    "fairness and leaked processes (must be 0). Starts its own daemon (in a "
+                    "temporary data dir) when none answers, or with --start-daemon. Exit 1 if a "
+                    "turn failed, the limit was exceeded or a process leaked.")
+    p.add_argument("--clients", type=int, default=4, metavar="N", help="concurrent sessions (4)")
+    p.add_argument("--turns", type=int, metavar="M",
+                   help="turns per client (default 3; with --duration: no cap)")
+    p.add_argument("--duration", type=float, metavar="S",
+                   help="play until S seconds have passed (with --turns: whichever comes first)")
+    p.add_argument("--plan", metavar="PLAN.json", help="a fixed plan, run execute_only")
+    p.add_argument("--skills-dir", action="append", metavar="DIR",
+                   help="an extra skill root for the daemon the loadtest starts (repeatable)")
+    p.add_argument("--skill-concurrency", type=int, metavar="K",
+                   help="the daemon's skill process limit (serve --skill-limit) for a daemon "
+                        "the loadtest starts; a running daemon's is reported, not changed")
+    p.add_argument("--flood", type=int, default=0, metavar="F",
+                   help="F more sessions play --flood-plan over and over while the N clients "
+                        "play: are their turns starved?")
+    p.add_argument("--flood-plan", metavar="PLAN.json",
+                   help="the flood's plan (execute_only), e.g. many parallel tools")
+    p.add_argument("--planner", choices=("model", "pattern"),
+                   help="the planner of a daemon the loadtest starts (default: the model)")
+    p.add_argument("--address", metavar="ADDR",
+                   help="the daemon to drive (default: NARRATORIA_ADDRESS or the default socket)")
+    p.add_argument("--start-daemon", action="store_true",
+                   help="start a daemon of its own even if one is running")
+    p.add_argument("--json", action="store_true", help="print one final JSON document")
+    p.set_defaults(func=cmd_loadtest)
+
+
+def cmd_loadtest(args: argparse.Namespace) -> int:
+    from .bench import machine
+    from .cli import _err, _print_json
+    from .client import ClientError, NarratoriaClient
+    from narratoria.runtime.endpoint import EndpointError
+
+    if args.clients < 1 or (args.turns is not None and args.turns < 1):
+        _err("--clients and --turns must be at least 1")
+        return 2
+    if args.skill_concurrency is not None and args.skill_concurrency < 1:
+        _err("--skill-concurrency must be at least 1")
+        return 2
+    turns = args.turns if args.turns is not None or args.duration else 3
+    plans: dict[str, str | None] = {"--plan": None, "--flood-plan": None}
+    for option, path in (("--plan", args.plan), ("--flood-plan", args.flood_plan)):
+        if not path:
+            continue
+        try:
+            plans[option] = Path(path).read_text(encoding="utf-8")
+            json.loads(plans[option] or "")
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            _err(f"{option} {path}: {exc}")
+            return 2
+    plan = plans["--plan"]
+    if args.flood < 0 or bool(args.flood) != bool(args.flood_plan):
+        _err("--flood F and --flood-plan PLAN.json go together")
+        return 2
+    for extra in args.skills_dir or []:
+        if not Path(extra).is_dir():
+            _err(f"--skills-dir {extra}: not a directory")
+            return 2
+    progress = not args.json
+    daemon = None
+    tmp = None
+    try:
+        address = args.address
+        if args.start_daemon or not _daemon_running(address):
+            extra = [f"--skills-dir={str(Path(d).resolve())}" for d in args.skills_dir or []]
+            if args.skill_concurrency:
+                extra += ["--skill-limit", str(args.skill_concurrency)]
+            if args.planner:
+                extra += ["--planner", args.planner]
+            tmp = tempfile.TemporaryDirectory(prefix="nl-", dir="/tmp")  # a short socket path
+            _say(progress, "starting a daemon (" + " ".join(["serve", *extra]) + ")")
+            daemon = _ServeDaemon(Path(tmp.name), extra)
+            address = f"unix://{daemon.socket}"
+        elif args.skills_dir or args.planner:
+            _say(progress, "note: --skills-dir/--planner apply only to a daemon the loadtest "
+                           "starts (--start-daemon)")
+
+        def factory() -> NarratoriaClient:
+            return NarratoriaClient(address, timeout_s=600)
+
+        with factory() as client:
+            limit = client.status().skill_process_limit
+        if args.skill_concurrency and limit != args.skill_concurrency:
+            _say(progress, f"note: the daemon's skill limit is {limit}, not "
+                           f"{args.skill_concurrency} (restart it with --skill-limit, or use "
+                           "--start-daemon)")
+        _say(progress, f"{args.clients} clients x {turns or 'unlimited'} turns"
+                       + (f" for {args.duration} s" if args.duration else "")
+                       + (f", plan {args.plan}" if plan else ", text turns")
+                       + f", skill limit {limit}")
+        report = run_loadtest(factory, args.clients, turns, plan=plan, duration_s=args.duration,
+                              progress=progress, skill_concurrency=args.skill_concurrency,
+                              flood_plan=plans["--flood-plan"], flood_clients=args.flood)
+    except (ClientError, EndpointError, RuntimeError) as exc:
+        _err(str(exc))
+        return 1
+    finally:
+        if daemon is not None:
+            daemon.stop()
+        if tmp is not None:
+            tmp.cleanup()
+    report = {"machine": machine(), "address": address, "startedDaemon": daemon is not None,
+              "daemonStartupS": daemon.ready.get("startupS") if daemon else None,
+              "plan": args.plan, **report}
+    if args.json:
+        _print_json(report)
+    else:
+        for line in report["summary"]:
+            print(line)
+    return 0 if report["ok"] else 1
+
+
+__all__ = ["add_loadtest_parser", "cmd_loadtest", "leaked_processes", "run_loadtest"]

@@ -1,0 +1,137 @@
+"""`narratoria loadtest` against a real daemon (pattern planner, skill limit 2): concurrent
+sessions running a fixed plan of parallel sleeps never exceed the supervisor's limit
+and leave no process behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import FIXTURE_SKILLS
+from narratoria.clients.client import NarratoriaClient
+from narratoria.clients.loadtest import leaked_processes, run_loadtest
+from test_daemon import Daemon
+
+LIMIT = 2
+SLEEP_PLAN = {"requestId": "load-1", "narrative": "Three sleepers.", "parallel": True,
+              "tools": [{"toolId": f"s{i}", "toolPath": "echo/sleep", "async": True,
+                         "input": {"seconds": 0.2, "key": f"s{i}"}} for i in range(3)]}
+
+
+@pytest.fixture(scope="module")
+def limited_daemon():
+    # Spelt with "/./": the daemon's own command line must not name the fixture skills, or
+    # conftest's leak check would take the daemon for a skill process (the skills' command
+    # lines still do: the registry's paths are normalised).
+    skills = f"{FIXTURE_SKILLS.parent}/./{FIXTURE_SKILLS.name}"
+    d = Daemon("--planner", "pattern", "--skill-limit", str(LIMIT), "--skills-dir", skills)
+    yield d
+    assert d.stop() == 0
+
+
+def test_concurrent_fixed_plans_hold_the_limit_and_leak_nothing(limited_daemon):
+    def factory() -> NarratoriaClient:
+        return NarratoriaClient(f"unix://{limited_daemon.socket}", timeout_s=120)
+
+    report = run_loadtest(factory, clients=4, turns=3, plan=SLEEP_PLAN, progress=False)
+    assert report["failures"] == {"total": 0, "turnErrors": 0, "byCategory": {}}, report
+    assert report["turns"] == report["turnsOk"] == 12 and report["turnsPerS"] > 0
+    skills = report["skills"]
+    assert skills["invocations"] == 36 and skills["failed"] == 0 and skills["perS"] > 0
+    assert skills["limit"] == LIMIT and skills["limitHeld"]
+    assert 1 <= skills["peakLive"] <= skills["peakLiveDaemon"] <= LIMIT
+    assert skills["peakLiveDaemon"] == LIMIT  # 4 sessions x 3 parallel tools fill both slots
+    assert skills["statusSamples"] > 0 and skills["queue"]["depthMax"] >= 1
+    assert report["leaked"]["count"] == 0 and report["leaked"]["statusLive"] == 0
+    assert report["leaked"]["procScan"] and report["leaked"]["processes"] == []
+    lat = report["latencyMs"]
+    assert {"turn", "plan", "execute", "store", "total"} <= set(lat)
+    assert lat["turn"]["n"] == 12 and lat["turn"]["p50"] <= lat["turn"]["p95"] <= lat["turn"]["p99"]
+    # Three 0.2 s sleeps through two slots take at least two rounds.
+    assert lat["execute"]["p50"] >= 400
+    fair = report["fairness"]
+    assert fair["ratio"] >= 1.0 and fair["clientTurnMaxMs"] >= fair["clientTurnP50MsMax"]
+    assert report["ok"]
+    assert len(report["summary"]) == 4
+
+
+def test_a_flood_of_parallel_tools_does_not_starve_another_sessions_turns(limited_daemon):
+    def factory() -> NarratoriaClient:
+        return NarratoriaClient(f"unix://{limited_daemon.socket}", timeout_s=120)
+
+    flood = {"requestId": "flood", "parallel": True,
+             "tools": [{"toolId": f"f{i}", "toolPath": "echo/sleep", "async": True,
+                        "input": {"seconds": 0.2, "key": f"f{i}"}} for i in range(8)]}
+    one = {"requestId": "one", "tools": [{"toolId": "s", "toolPath": "echo/sleep",
+                                          "input": {"seconds": 0.1, "key": "s"}}]}
+    report = run_loadtest(factory, clients=1, turns=3, plan=one, progress=False,
+                          flood_plan=flood, flood_clients=2)
+    assert report["ok"] and report["turnsOk"] == 3 and report["failures"]["total"] == 0
+    assert report["flood"]["clients"] == 2 and report["flood"]["turnsOk"] >= 2
+    assert report["flood"]["failures"] == {} and report["skills"]["limitHeld"]
+    # The measured session's one tool waits for a slot, never for a whole flood plan.
+    assert report["latencyMs"]["turn"]["max"] < report["flood"]["turnMs"]["p50"], report
+    assert report["leaked"]["count"] == 0 and len(report["summary"]) == 5
+
+
+def test_the_leak_scan_finds_a_process_under_the_supervisor():
+    # A child of this process stands in for a skill left under the supervisor.
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        found = {p["pid"]: p for p in leaked_processes(os.getpid(), "unix:/nowhere")}
+        assert found[child.pid]["why"] == "under the supervisor"
+        assert "time.sleep(30)" in found[child.pid]["cmdline"]
+    finally:
+        child.kill()
+        child.wait()
+    # (The module's daemon is a child of this process too: only the stand-in is checked.)
+    assert child.pid not in {p["pid"] for p in leaked_processes(os.getpid(), "unix:/nowhere")}
+
+    # Anywhere else (an orphan): found by this daemon's skill environment.
+    env = {**os.environ, "NARRATORIA_SKILL_TOKEN": "t", "NARRATORIA_ADDRESS": "unix:///tmp/lt.sock"}
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], env=env)
+    try:
+        for _ in range(50):  # until the child's exec has replaced its environment
+            found = {p["pid"]: p for p in leaked_processes(-1, "/tmp/lt.sock")}
+            if child.pid in found:
+                break
+        assert found[child.pid]["why"] == "skill environment"
+        assert child.pid not in {p["pid"] for p in leaked_processes(-1, "/tmp/other.sock")}
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_cli_json_report(limited_daemon, tmp_path):
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(SLEEP_PLAN))
+    env = {**os.environ, "NARRATORIA_ADDRESS": f"unix://{limited_daemon.socket}"}
+    out = subprocess.run(
+        [sys.executable, "-m", "narratoria.clients.cli", "loadtest", "--clients", "2",
+         "--turns", "2", "--plan", str(plan), "--skill-concurrency", str(LIMIT), "--json"],
+        capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["startedDaemon"] is False and doc["mode"] == "plan" and doc["clients"] == 2
+    assert doc["turnsOk"] == 4 and doc["skills"]["invocations"] == 12
+    assert doc["skills"]["requestedConcurrency"] == doc["skills"]["limit"] == LIMIT
+    assert doc["skills"]["limitHeld"] and doc["leaked"]["count"] == 0 and doc["ok"]
+    assert {"turnsPerS", "latencyMs", "failures", "fairness", "machine"} <= set(doc)
+
+    # Without --json: live progress on stderr, the summary on stdout.
+    out = subprocess.run(
+        [sys.executable, "-m", "narratoria.clients.cli", "loadtest", "--clients", "1",
+         "--turns", "1", "--plan", str(plan)], capture_output=True, text=True, timeout=120,
+        env=env)
+    assert out.returncode == 0, out.stderr
+    assert "1 clients, plan turns: 1/1 ok" in out.stdout and "leaked 0" in out.stdout
+    assert "skill limit 2" in out.stderr
+
+    bad = subprocess.run([sys.executable, "-m", "narratoria.clients.cli", "loadtest", "--plan",
+                          str(tmp_path / "missing.json")], capture_output=True, text=True,
+                         timeout=60, env=env)
+    assert bad.returncode == 2 and "--plan" in bad.stderr
