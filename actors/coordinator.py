@@ -66,8 +66,13 @@ class _Turn:
     finished_at: float | None = None
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
+    # Set when the scene starts storing (memory, then the turn): from then on the
+    # turn is committed and can no longer be cancelled.
+    committed: bool = False
 
     def emit(self, kind: str, payload: dict[str, Any]) -> None:
+        if kind == "phase" and payload.get("phase") == "STORING":
+            self.committed = True
         self.events.append({"kind": kind, "seq": len(self.events) + 1,
                             "at_ms": int((time.monotonic() - self.started) * 1000), **payload})
         self.changed.set()
@@ -97,12 +102,16 @@ class _RemoteExecutor:
         stream = self.actor.execute.options(num_returns="streaming").remote(
             self.session_id, self.playthrough_id, plan, state)
         result: ExecutionResult | None = None
-        async for ref in stream:
-            item = await ref
-            if isinstance(item, ExecutionResult):
-                result = item
-            elif on_event is not None:
-                on_event(item)
+        try:
+            async for ref in stream:
+                item = await ref
+                if isinstance(item, ExecutionResult):
+                    result = item
+                elif on_event is not None:
+                    on_event(item)
+        except asyncio.CancelledError:
+            ray.cancel(stream)  # the supervisor kills the plan's process groups
+            raise
         if result is None:
             raise RuntimeError("the skill supervisor ended the plan without a result")
         return result
@@ -147,11 +156,19 @@ class _RemoteMemory:
 @ray.remote(num_cpus=0, max_restarts=-1, max_concurrency=1000)
 class CoordinatorActor:
     def __init__(self, analytics_path: str, generation_budget_s: float = 5.0,
-                 planner_kind: str = "model", data_dir: str | None = None) -> None:
+                 planner_kind: str = "model", data_dir: str | None = None,
+                 planner_names: list[str] | None = None) -> None:
         self.planner_kind = planner_kind  # "pattern": no model plans (tests, weak devices)
         # By name: a restarted coordinator finds the others without stored handles.
         self.planner, self.supervisor, self.store = (
             ray.get_actor(n) for n in ("planner", "supervisor", "store"))
+        # Planner replicas (`serve --planner-replicas`): each turn plans and narrates on
+        # the one with the fewest turns in flight. One replica: always self.planner.
+        names = [n for n in (planner_names or []) if n != "planner"]
+        self.planners: list[Any] = [self.planner, *(ray.get_actor(n) for n in names)]
+        self.planner_busy = [0] * len(self.planners)  # turns in flight on each replica
+        self.planner_turns = [0] * len(self.planners)  # turns each replica has taken
+        self._planner_next = 0
         self.analytics = AnalyticsLog(analytics_path)
         self.generation_budget_s = generation_budget_s
         self.turns: dict[str, _Turn] = {}
@@ -160,7 +177,22 @@ class CoordinatorActor:
         self.campaigns = CampaignLibrary(Path(data_dir or os.path.dirname(analytics_path)))
 
     def status(self) -> dict[str, Any]:
-        return {"pid": os.getpid(), "turnsInFlight": len(self.active), "turnsDone": self.turns_done}
+        status = {"pid": os.getpid(), "turnsInFlight": len(self.active),
+                  "turnsDone": self.turns_done}
+        if len(self.planners) > 1:
+            status["plannerTurns"] = list(self.planner_turns)
+        return status
+
+    def _pick_planner(self) -> int:
+        """The replica for the next turn: the least busy, ties taken round-robin."""
+        count = len(self.planners)
+        if count == 1:
+            return 0
+        start = self._planner_next
+        index = min(range(count), key=lambda i: (self.planner_busy[(start + i) % count], i))
+        index = (start + index) % count
+        self._planner_next = (index + 1) % count
+        return index
 
     # campaigns --------------------------------------------------------------------------
 
@@ -309,25 +341,47 @@ class CoordinatorActor:
                 [v.npc_id for v in scene.npcs],
                 scene_summary(scene.turn_number, scene.player_input, narration))
 
+        replica = self._pick_planner()
+        model = self.planners[replica]
+        self.planner_busy[replica] += 1
+        self.planner_turns[replica] += 1
         planner: Any = (FixedPlanner(plan) if plan is not None
                         else PatternPlanner() if self.planner_kind == "pattern"
-                        else _RemotePlanner(self.planner))
+                        else _RemotePlanner(model))
         services = SceneServices(
             planner=planner,
             executor=_RemoteExecutor(self.supervisor, scene.session_id, scene.playthrough_id),
-            narrator=_RemoteNarrator(self.planner), memory=_RemoteMemory(self.store),
+            narrator=_RemoteNarrator(model), memory=_RemoteMemory(self.store),
             save_turn=save_turn, fallback_planner=None if plan is not None else PatternPlanner(),
             analytics=self.analytics, generation_budget_s=self.generation_budget_s)
         try:
             await run_scene(services, scene, turn.emit)
+        except asyncio.CancelledError:
+            turn.emit("cancelled", {"message": "the turn was cancelled; nothing of it was stored"})
         except Exception as exc:  # noqa: BLE001 - the client must hear how its turn ended
             turn.emit("error", {"message": f"{type(exc).__name__}: {exc}"})
         finally:
+            self.planner_busy[replica] -= 1
             turn.done = True
             turn.finished_at = time.monotonic()
             turn.changed.set()
             self.active.pop(scene.session_id, None)
             self.turns_done += 1
+
+    async def cancel_turn(self, session_id: str, owner: str | None) -> tuple[bool, str]:
+        """Cancel the session's turn in flight (§9.5): its skills are killed and nothing
+        of it is stored, so the session is exactly as before the turn. (False, why)
+        when there is none, or it is already storing its outcome."""
+        await self.store.get_session.remote(session_id, owner)  # exists, and is the caller's
+        turn_id = self.active.get(session_id)
+        turn = self.turns.get(turn_id) if turn_id is not None else None
+        if turn is None or turn.task is None or turn.done:
+            return False, "no turn in flight"
+        if turn.committed:
+            return False, "too late: the turn is already being stored"
+        turn.task.cancel()
+        await asyncio.gather(turn.task, return_exceptions=True)
+        return True, turn.id
 
     async def events(self, turn_id: str, after: int = 0,
                      wait_s: float = POLL_WAIT_S) -> tuple[list[dict[str, Any]], bool]:

@@ -3,6 +3,13 @@
 Prints one ready line when every actor has answered and the endpoint is bound.
 SIGTERM or SIGINT: stop taking turns, let turns in flight finish (5 s), cancel
 what remains (the supervisor kills skill process groups), stop the server and Ray.
+
+On a Ray cluster (``RAY_ADDRESS``, see deploy/ray/README.md): the store, embedder,
+supervisor and coordinator stay on this node (they read the data dir and the
+socket); ``--planner-replicas N`` starts N planner actors (``planner``,
+``planner-1``, ...), spread over the nodes, or each on a node that offers the
+custom resource ``--planner-resource`` names. The coordinator hands each turn to
+the least busy replica.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from typing import Any
 
 DRAIN_S = 5.0
 DEFAULT_SKILL_LIMIT = 8
+RESOURCE_WAIT_S = 15.0  # how long --planner-resource waits for nodes that offer it
 
 
 @dataclass
@@ -37,6 +45,10 @@ class DaemonConfig:
     json_output: bool = False
     planner: str = "model"
     threads: int | None = None  # the model's CPU threads (None: every core)
+    planner_replicas: int = 1
+    # A custom Ray resource each planner replica needs ("NAME" or "NAME=AMOUNT"):
+    # replicas go only to nodes started with `ray start --resources '{"NAME": ...}'`.
+    planner_resource: str | None = None
 
 
 def config_from_args(args: argparse.Namespace) -> DaemonConfig:
@@ -52,7 +64,9 @@ def config_from_args(args: argparse.Namespace) -> DaemonConfig:
         embedding_backend=getattr(args, "embedding_backend", None) or "local",
         json_output=bool(getattr(args, "json", False)),
         planner=getattr(args, "planner", None) or "model",
-        threads=getattr(args, "threads", None))
+        threads=getattr(args, "threads", None),
+        planner_replicas=int(getattr(args, "planner_replicas", None) or 1),
+        planner_resource=getattr(args, "planner_resource", None))
 
 
 def serve_main(args: argparse.Namespace) -> int:
@@ -89,6 +103,74 @@ def _skill_roots(config: DaemonConfig) -> list[str]:
     return [str(r) for r in roots]
 
 
+def planner_names(replicas: int) -> list[str]:
+    """The replicas' actor names: ``planner`` (what everything else looks up), then
+    ``planner-1``, ``planner-2``, ..."""
+    return ["planner", *(f"planner-{i}" for i in range(1, replicas))]
+
+
+def parse_resource(spec: str) -> tuple[str, float]:
+    """``NAME`` or ``NAME=AMOUNT`` (a positive number; 1 when left out)."""
+    name, sep, amount = spec.partition("=")
+    name = name.strip()
+    try:
+        value = float(amount) if sep else 1.0
+    except ValueError:
+        value = -1.0
+    if not name or value <= 0:
+        raise DaemonError(f"--planner-resource {spec!r}: expected NAME or NAME=AMOUNT (AMOUNT > 0)")
+    return name, value
+
+
+def _local_node() -> dict[str, Any]:
+    """Actor options that keep an actor on this node (when joined to a cluster: the
+    store and coordinator read the data dir, skill processes dial the local socket)."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    node = ray.get_runtime_context().get_node_id()
+    return {"scheduling_strategy": NodeAffinitySchedulingStrategy(node_id=node, soft=False)}
+
+
+def _planner_options(config: DaemonConfig, joined: bool) -> list[dict[str, Any]]:
+    """Ray options for each planner replica, in name order."""
+    import ray
+
+    placement: dict[str, Any] = {}
+    if config.planner_resource:
+        name, amount = parse_resource(config.planner_resource)
+        need = amount * config.planner_replicas
+        deadline = time.monotonic() + RESOURCE_WAIT_S
+        while (have := float(ray.cluster_resources().get(name, 0.0))) < need \
+                and time.monotonic() < deadline:
+            time.sleep(0.5)  # a node that was just started may still be joining
+        if have < need:
+            raise DaemonError(
+                f"--planner-resource {name}: the Ray cluster offers {have:g} of it, "
+                f"{config.planner_replicas} replica(s) need {need:g} "
+                f"(start nodes with `ray start --resources '{{\"{name}\": 1}}'`)")
+        placement = {"resources": {name: amount}}
+    elif config.planner_replicas > 1:
+        placement = {"scheduling_strategy": "SPREAD"}
+    elif joined:
+        placement = _local_node()  # one replica, no placement asked: next to the daemon
+    return [{"name": n, **placement} for n in planner_names(config.planner_replicas)]
+
+
+def actor_nodes(actors: dict[str, Any]) -> dict[str, str]:
+    """Actor name -> the id of the Ray node it runs on ("" when Ray does not say)."""
+    from ray._private import state
+
+    nodes: dict[str, str] = {}
+    for name, handle in actors.items():
+        try:
+            info = state.actors(actor_id=handle._actor_id.hex())
+            nodes[name] = str(info.get("Address", {}).get("NodeID", ""))
+        except Exception:  # noqa: BLE001 - placement is reported, never needed
+            nodes[name] = ""
+    return nodes
+
+
 WORKER_NICENESS = 0
 
 
@@ -118,7 +200,10 @@ async def serve(config: DaemonConfig) -> int:
     from .coordinator import CoordinatorActor
     from .embedder import EmbedderActor
     from .planner import PlannerActor
-    from .server import Daemon, ModelService, NarratoriaService, StoreService, TokenInterceptor
+    from narratoria.runtime.identity import ClientRegistry
+
+    from .server import (ClientInterceptor, Daemon, ModelService, NarratoriaService,
+                         RequestDecodeInterceptor, StoreService, TokenInterceptor)
     from .store import StoreActor
     from .supervisor import SkillSupervisorActor
 
@@ -138,21 +223,37 @@ async def serve(config: DaemonConfig) -> int:
             endpoint.unix_path.unlink()
     token = ensure_token(config.data_dir) if endpoint.is_tcp else None
 
+    if config.planner_replicas < 1:
+        raise DaemonError("--planner-replicas: at least 1")
     temp_dir = tempfile.mkdtemp(prefix="nr-ray-", dir="/tmp")
-    _progress(config, "starting Ray")
+    _progress(config, "starting Ray" if not os.environ.get("RAY_ADDRESS")
+              else f"joining the Ray cluster at {os.environ['RAY_ADDRESS']}")
     _start_ray(temp_dir)
     try:
-        _progress(config, "starting actors (model, embedder, store, supervisor)")
-        embedder = EmbedderActor.options(name="embedder").remote(config.embedding_backend)
-        planner = PlannerActor.options(name="planner").remote(str(model_path), config.threads)
-        store = StoreActor.options(name="store").remote(str(config.data_dir))
-        supervisor = SkillSupervisorActor.options(name="supervisor").remote(
-            roots, config.skill_limit, endpoint.grpc_target)
-        coordinator = CoordinatorActor.options(name="coordinator").remote(
-            str(config.data_dir / "analytics.jsonl"), planner_kind=config.planner,
-            data_dir=str(config.data_dir))
+        joined = bool(os.environ.get("RAY_ADDRESS"))
+        here = _local_node() if joined else {}
+        planner_opts = _planner_options(config, joined)
+        _progress(config, "starting actors (model, embedder, store, supervisor)"
+                  if len(planner_opts) == 1 else
+                  f"starting actors ({len(planner_opts)} model replicas, embedder, store, supervisor)")
+        try:
+            embedder = EmbedderActor.options(name="embedder", **here).remote(
+                config.embedding_backend)
+            planners = {o["name"]: PlannerActor.options(**o).remote(str(model_path), config.threads)
+                        for o in planner_opts}
+            store = StoreActor.options(name="store", **here).remote(str(config.data_dir))
+            supervisor = SkillSupervisorActor.options(name="supervisor", **here).remote(
+                roots, config.skill_limit, endpoint.grpc_target)
+            coordinator = CoordinatorActor.options(name="coordinator", **here).remote(
+                str(config.data_dir / "analytics.jsonl"), planner_kind=config.planner,
+                data_dir=str(config.data_dir),
+                **({"planner_names": list(planners)} if len(planners) > 1 else {}))
+        except ValueError as exc:  # a name taken: another daemon in this Ray namespace
+            raise DaemonError(f"cannot create the actors: {exc}") from None
+        planner = planners["planner"]
         actors = {"coordinator": coordinator, "planner": planner, "embedder": embedder,
-                  "store": store, "supervisor": supervisor}
+                  "store": store, "supervisor": supervisor,
+                  **{n: a for n, a in planners.items() if n != "planner"}}
         try:
             await asyncio.gather(*(a.status.remote() for a in actors.values()))
         except Exception as exc:  # noqa: BLE001
@@ -162,13 +263,16 @@ async def serve(config: DaemonConfig) -> int:
             # ~1.5 s now instead of in the first player's turn (which has a 5 s plan budget).
             _progress(config, "reading the planning prompt into the model's cache")
             try:
-                warm_s = await planner.warm.remote(roots)
+                warm_s = max(await asyncio.gather(*(p.warm.remote(roots)
+                                                    for p in planners.values())))
             except Exception:  # noqa: BLE001 - a cold first turn is not a reason to stop
                 logging.getLogger(__name__).warning("warming the planner failed", exc_info=True)
 
         daemon = Daemon(actors, str(config.data_dir), str(model_path))
         server = grpc.aio.server(
-            interceptors=[TokenInterceptor(token)] if token else [],
+            interceptors=[RequestDecodeInterceptor(),
+                          *([TokenInterceptor(token)] if token else []),
+                          ClientInterceptor(ClientRegistry(config.data_dir))],
             options=[("grpc.max_receive_message_length", 4 << 20)])
         rpc.add_NarratoriaServicer_to_server(NarratoriaService(daemon), server)
         rpc.add_StoreServicer_to_server(StoreService(daemon), server)
@@ -186,6 +290,10 @@ async def serve(config: DaemonConfig) -> int:
         ready = {"event": "ready", "address": endpoint.grpc_target, "dataDir": str(config.data_dir),
                  "model": str(model_path), "pid": os.getpid(),
                  "startupS": round(time.monotonic() - started, 2), "warmS": round(warm_s, 2)}
+        if joined or len(planners) > 1:
+            nodes = actor_nodes(planners)
+            ready["rayAddress"] = os.environ.get("RAY_ADDRESS", "")
+            ready["planners"] = [{"name": n, "node": nodes[n]} for n in planners]
         if config.json_output:
             print(json.dumps(ready), flush=True)
         else:

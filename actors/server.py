@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import time
+from pathlib import Path
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -20,6 +21,7 @@ import ray
 from narratoria.proto import narratoria_pb2 as pb
 from narratoria.proto import narratoria_pb2_grpc as rpc
 from narratoria.runtime.characters import CharacterNotFound
+from narratoria.runtime.identity import CLIENT_TOKEN_METADATA, LOCAL_OWNER, ClientRegistry
 from narratoria.runtime.endpoint import SKILL_TOKEN_METADATA, TOKEN_METADATA
 from narratoria.runtime.planner.narration import NARRATION_STYLES, NarrationContext
 from narratoria.runtime.sessions import SessionEnded, SessionForbidden, SessionNotFound, SessionRecord
@@ -27,7 +29,7 @@ from narratoria.runtime.store import RecordError, RecordNotFound, StoreError
 
 from .coordinator import BadChoice, TurnBusy
 
-LOCAL_OWNER = "local"
+STREAMING_METHODS = ("/Turn", "/IngestCampaign")
 
 _CODES: list[tuple[type[BaseException], grpc.StatusCode]] = [
     (SessionNotFound, grpc.StatusCode.NOT_FOUND),
@@ -40,6 +42,8 @@ _CODES: list[tuple[type[BaseException], grpc.StatusCode]] = [
     (RecordError, grpc.StatusCode.INVALID_ARGUMENT),
     (StoreError, grpc.StatusCode.INVALID_ARGUMENT),
     (ValueError, grpc.StatusCode.INVALID_ARGUMENT),
+    # Only a request's JSON nested thousands deep makes a decoder recurse this far.
+    (RecursionError, grpc.StatusCode.INVALID_ARGUMENT),
     (KeyError, grpc.StatusCode.NOT_FOUND),
     (ray.exceptions.RayActorError, grpc.StatusCode.UNAVAILABLE),
 ]
@@ -60,6 +64,34 @@ async def _call(context: grpc.aio.ServicerContext, awaitable: Awaitable[Any]) ->
     except Exception as exc:  # noqa: BLE001 - every failure becomes a status code
         code, message = _status_of(exc)
         await context.abort(code, message)
+
+
+NAME_MAX_BYTES = 255  # the longest file name (one path component) Linux accepts
+
+
+def campaign_ref_problem(ref: str) -> str | None:
+    """Why ``ref`` can name no campaign at all, or None: no file system call could take it
+    (a NUL character; a path component longer than a file name may be)."""
+    if "\0" in ref:
+        return "campaign: must not contain a NUL character"
+    longest = max((len(part.encode()) for part in ref.split("/")), default=0)
+    if longest > NAME_MAX_BYTES:
+        return (f"campaign: a path component of {longest} bytes; a file name is at most "
+                f"{NAME_MAX_BYTES}")
+    return None
+
+
+def json_problem(name: str, text: str) -> str | None:
+    """Why the optional JSON field ``name`` is no JSON, or None (empty is fine)."""
+    if not text:
+        return None
+    try:
+        msgspec.json.decode(text)
+    except msgspec.DecodeError as exc:
+        return f"{name}: not valid JSON: {exc}"
+    except RecursionError:
+        return f"{name}: JSON nested too deeply"
+    return None
 
 
 def session_pb(record: SessionRecord) -> pb.Session:
@@ -106,9 +138,13 @@ class NarratoriaService(rpc.NarratoriaServicer):
         self.d = daemon
         self.store = daemon.actors["store"]
         self.coordinator = daemon.actors["coordinator"]
+        self.clients = ClientRegistry(Path(daemon.data_dir))
 
     def _owner(self, context: grpc.aio.ServicerContext) -> str:
-        return LOCAL_OWNER  # one identity per endpoint for now; see DESIGN/issue 8
+        """The caller's identity: a known client's token, else the device's user
+        (ClientInterceptor has refused unknown tokens before this runs)."""
+        token = dict(context.invocation_metadata() or ()).get(CLIENT_TOKEN_METADATA, "")
+        return (self.clients.identify(str(token)) if token else None) or LOCAL_OWNER
 
     async def CreateSession(self, request: pb.CreateSessionRequest,
                             context: grpc.aio.ServicerContext) -> pb.Session:
@@ -122,6 +158,10 @@ class NarratoriaService(rpc.NarratoriaServicer):
         if request.character_id and not request.campaign:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                                 "character_id: a character is realised in a campaign; name one")
+        if problem := campaign_ref_problem(request.campaign):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
+        if problem := json_problem("state_json", request.state_json):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
         record = await _call(context, self.coordinator.create_session.remote(
             self._owner(context), request.campaign, request.title, request.state_json,
             request.character_id))
@@ -132,6 +172,8 @@ class NarratoriaService(rpc.NarratoriaServicer):
         if not request.campaign.strip() or len(request.campaign) > 4096:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                                 "campaign: a campaign id or path of 1-4096 characters")
+        if problem := campaign_ref_problem(request.campaign):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
         path = await _call(context, self.coordinator.locate_campaign.remote(request.campaign))
         stream = self.store.ingest_campaign.options(num_returns="streaming").remote(path)
         try:
@@ -209,9 +251,20 @@ class NarratoriaService(rpc.NarratoriaServicer):
                 after = max(after, event["seq"])
                 if event["kind"] == "error":
                     await context.abort(grpc.StatusCode.INTERNAL, event["message"])
+                if event["kind"] == "cancelled":
+                    await context.abort(grpc.StatusCode.CANCELLED, event["message"])
                 message = turn_event_pb(turn_id, event)
                 if message is not None:
                     yield message
+
+    async def CancelTurn(self, request: pb.SessionRef,
+                         context: grpc.aio.ServicerContext) -> pb.CancelTurnResponse:
+        await self._need_id(request, context)
+        cancelled, detail = await _call(context, self.coordinator.cancel_turn.remote(
+            request.session_id, self._owner(context)))
+        return pb.CancelTurnResponse(cancelled=cancelled,
+                                     turn_id=detail if cancelled else "",
+                                     reason="" if cancelled else detail)
 
     async def ListSkills(self, request: pb.ListSkillsRequest,
                          context: grpc.aio.ServicerContext) -> pb.ListSkillsResponse:
@@ -329,6 +382,15 @@ class StoreService(rpc.StoreServicer):
         return pb.RecordResponse(record_json=await _call(context, self.store.adjust_score.remote(
             pt, request.data_type, request.key, request.delta, request.event)))
 
+    async def AdjustScores(self, request: pb.AdjustScoresRequest,
+                           context: grpc.aio.ServicerContext) -> pb.RecordsResponse:
+        pt = await self._playthrough(request, context)
+        changes = [{"key": c.key, "delta": c.delta,
+                    **{f: getattr(c, f) for f in ("minimum", "maximum", "decay_rate") if c.HasField(f)}}
+                   for c in request.changes]
+        return pb.RecordsResponse(records_json=await _call(context, self.store.adjust_scores.remote(
+            pt, request.data_type, changes, request.event)))
+
     async def Delete(self, request: pb.KeyRequest,
                      context: grpc.aio.ServicerContext) -> pb.DeleteResponse:
         pt = await self._playthrough(request, context)
@@ -404,7 +466,76 @@ class TokenInterceptor(grpc.aio.ServerInterceptor):
         given = dict(details.invocation_metadata or ()).get(TOKEN_METADATA, "")
         if hmac.compare_digest(str(given).encode(), self.token):
             return await continuation(details)
-        return self._deny_stream if details.method.endswith("/Turn") else self._deny
+        return self._deny_stream if details.method.endswith(STREAMING_METHODS) else self._deny
+
+
+class ClientInterceptor(grpc.aio.ServerInterceptor):
+    """A client token, when a call sends one, must be a known client's
+    (``narratoria clients add``): a wrong one is refused, never taken as nobody's."""
+
+    def __init__(self, clients: ClientRegistry) -> None:
+        self.clients = clients
+
+        async def deny(request: Any, context: grpc.aio.ServicerContext) -> None:
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED,
+                                f"{CLIENT_TOKEN_METADATA}: unknown client token "
+                                "(see `narratoria clients list`)")
+
+        self._deny = grpc.unary_unary_rpc_method_handler(deny)
+        self._deny_stream = grpc.unary_stream_rpc_method_handler(deny)
+
+    async def intercept_service(self, continuation: Callable[..., Any],
+                                details: grpc.HandlerCallDetails) -> Any:
+        token = dict(details.invocation_metadata or ()).get(CLIENT_TOKEN_METADATA, "")
+        if not token or not details.method.startswith("/narratoria.v1.Narratoria/") \
+                or self.clients.identify(str(token)) is not None:
+            return await continuation(details)
+        return self._deny_stream if details.method.endswith(STREAMING_METHODS) else self._deny
+
+
+class _Undecodable:
+    """Stands for a request whose bytes are no valid message of the method's type."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+
+class RequestDecodeInterceptor(grpc.aio.ServerInterceptor):
+    """A request that is no valid protobuf ends INVALID_ARGUMENT, naming the method and
+    the request type, instead of grpc's own UNKNOWN ("Unexpected DecodeError")."""
+
+    async def intercept_service(self, continuation: Callable[..., Any],
+                                details: grpc.HandlerCallDetails) -> Any:
+        handler = await continuation(details)
+        decode = getattr(handler, "request_deserializer", None)
+        if decode is None or not (handler.unary_unary or handler.unary_stream):
+            return handler
+        method = details.method
+
+        def checked(data: bytes) -> Any:
+            try:
+                return decode(data)
+            except Exception as exc:  # noqa: BLE001 - any parse failure is the client's
+                return _Undecodable(f"request: not a valid {method} request message: {exc}")
+
+        if handler.unary_unary is not None:
+            inner = handler.unary_unary
+
+            async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+                if isinstance(request, _Undecodable):
+                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.message)
+                return await inner(request, context)
+
+            return handler._replace(request_deserializer=checked, unary_unary=unary)
+        inner_stream = handler.unary_stream
+
+        async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+            if isinstance(request, _Undecodable):
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.message)
+            async for item in inner_stream(request, context):
+                yield item
+
+        return handler._replace(request_deserializer=checked, unary_stream=stream)
 
 
 def _version() -> str:

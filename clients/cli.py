@@ -215,6 +215,18 @@ def cmd_session_branch(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_session_cancel(args: argparse.Namespace) -> int:
+    with NarratoriaClient() as client:
+        reply = client.cancel_turn(args.id)
+    if args.json:
+        _print_json(message_to_dict(reply))
+    elif reply.cancelled:
+        print(f"turn {reply.turn_id} cancelled; session {args.id} is as it was before it")
+    else:
+        print(f"nothing cancelled: {reply.reason}")
+    return 0 if reply.cancelled else 1
+
+
 def cmd_session_end(args: argparse.Namespace) -> int:
     with NarratoriaClient() as client:
         session = client.end_session(args.id)
@@ -884,6 +896,12 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("id", metavar="ID")
     show.add_argument("--json", action="store_true")
     show.set_defaults(func=_client_command(cmd_session_show))
+    cancel = session_sub.add_parser(
+        "cancel", help="cancel the session's turn in flight (its skills are killed, nothing "
+                       "is stored)")
+    cancel.add_argument("id", metavar="ID")
+    cancel.add_argument("--json", action="store_true")
+    cancel.set_defaults(func=_client_command(cmd_session_cancel))
     end = session_sub.add_parser("end", help="end a session")
     end.add_argument("id", metavar="ID")
     end.add_argument("--json", action="store_true")
@@ -915,6 +933,13 @@ def build_parser() -> argparse.ArgumentParser:
                             "(no model plans: tests, weak devices)")
     serve.add_argument("--embedding-backend", choices=("local", "hash", "openai"),
                        help="the store's embeddings (default: local MiniLM)")
+    serve.add_argument("--planner-replicas", type=_positive_int, metavar="N",
+                       help="model (planner) actors to start, each with its own model; turns go "
+                            "to the least busy (default: 1). On a Ray cluster (RAY_ADDRESS) they "
+                            "spread over the nodes; see deploy/ray/README.md")
+    serve.add_argument("--planner-resource", metavar="NAME[=AMOUNT]",
+                       help="a custom Ray resource each planner replica needs, to pin replicas "
+                            "to nodes started with `ray start --resources '{\"NAME\": 1}'`")
     serve.add_argument("--json", action="store_true")
     serve.set_defaults(func=cmd_serve)
 
@@ -988,6 +1013,13 @@ def build_parser() -> argparse.ArgumentParser:
     from .characters_cli import add_characters_parser  # the command group lives in its own module
 
     add_characters_parser(sub)
+    from .identities_cli import add_clients_parser
+
+    add_clients_parser(sub)
+
+    from .loadtest import add_loadtest_parser  # `narratoria loadtest`, in its own module
+
+    add_loadtest_parser(sub)
 
     bench = sub.add_parser("bench", help="benchmarks (results can be appended to BENCHMARKS.md)")
     bench_sub = bench.add_subparsers(dest="bench_command", metavar="SUITE", required=True)

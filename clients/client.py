@@ -16,8 +16,9 @@ for and how to start the daemon.
 from __future__ import annotations
 
 import json
-from pathlib import Path
+import os
 import time
+from pathlib import Path
 from typing import Any, Iterator
 
 import grpc
@@ -35,6 +36,7 @@ from narratoria.runtime.endpoint import (
     default_socket,
     parse_address,
 )
+from narratoria.runtime.identity import CLIENT_TOKEN_ENV, CLIENT_TOKEN_METADATA
 
 __all__ = ["ClientError", "NarratoriaClient", "event_to_dict", "message_to_dict"]
 
@@ -125,12 +127,15 @@ class NarratoriaClient:
     ``endpoint``: an :class:`Endpoint`, an address string (``unix:///path.sock``,
     ``HOST:PORT``) or None for :func:`client_endpoint`. ``token``: the daemon token;
     when None and the endpoint is TCP it comes from :func:`client_token`.
+    ``client_token``: this front-end's own identity (``narratoria clients add``;
+    default ``NARRATORIA_CLIENT_TOKEN``): it sees only the sessions it created.
     ``timeout_s`` bounds each unary call; a turn's stream gets ``turn_timeout_s``
     (None: no deadline, since a turn's length depends on the model and the skills).
     """
 
     def __init__(self, endpoint: Endpoint | str | None = None, token: str | None = None,
-                 timeout_s: float = 30.0, turn_timeout_s: float | None = None) -> None:
+                 timeout_s: float = 30.0, turn_timeout_s: float | None = None,
+                 client_token: str | None = None) -> None:
         if endpoint is None:
             endpoint = client_endpoint()
         elif isinstance(endpoint, str):
@@ -141,8 +146,11 @@ class NarratoriaClient:
         self._token = token
         # The token goes on every call when there is one; on a unix socket the daemon
         # ignores it (the socket's file mode is the access check).
+        if client_token is None:
+            client_token = os.environ.get(CLIENT_TOKEN_ENV) or None
         self._metadata: tuple[tuple[str, str], ...] = (
-            ((TOKEN_METADATA, token),) if token else ())
+            *(((TOKEN_METADATA, token),) if token else ()),
+            *(((CLIENT_TOKEN_METADATA, client_token),) if client_token else ()))
         self.timeout_s = timeout_s
         self.turn_timeout_s = turn_timeout_s
         self.channel = grpc.insecure_channel(endpoint.grpc_target, options=_CHANNEL_OPTIONS)
@@ -220,6 +228,10 @@ class NarratoriaClient:
             yield from call
         except grpc.RpcError as exc:
             raise _wrap(exc, self.endpoint, bool(self._token)) from None
+
+    def cancel_turn(self, session_id: str) -> pb.CancelTurnResponse:
+        """Cancel the session's turn in flight: its skills are killed, nothing is stored."""
+        return self._call("CancelTurn", pb.SessionRef(session_id=session_id))
 
     def branch(self, session_id: str, at_scene: int = 0) -> pb.Session:
         """A new session retrying ``session_id`` from scene ``at_scene`` (0: the last

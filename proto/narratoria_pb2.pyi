@@ -66,6 +66,16 @@ class CreateSessionRequest(_message.Message):
     character_id: str
     def __init__(self, campaign: _Optional[str] = ..., title: _Optional[str] = ..., state_json: _Optional[str] = ..., character_id: _Optional[str] = ...) -> None: ...
 
+class CancelTurnResponse(_message.Message):
+    __slots__ = ("cancelled", "turn_id", "reason")
+    CANCELLED_FIELD_NUMBER: _ClassVar[int]
+    TURN_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    cancelled: bool
+    turn_id: str
+    reason: str
+    def __init__(self, cancelled: _Optional[bool] = ..., turn_id: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
 class IngestCampaignRequest(_message.Message):
     __slots__ = ("campaign",)
     CAMPAIGN_FIELD_NUMBER: _ClassVar[int]
@@ -439,6 +449,32 @@ class AdjustScoreRequest(_message.Message):
     skill_scope: bool
     def __init__(self, data_type: _Optional[str] = ..., key: _Optional[str] = ..., delta: _Optional[float] = ..., event: _Optional[str] = ..., skill_scope: _Optional[bool] = ...) -> None: ...
 
+class ScoreDelta(_message.Message):
+    __slots__ = ("key", "delta", "minimum", "maximum", "decay_rate")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    DELTA_FIELD_NUMBER: _ClassVar[int]
+    MINIMUM_FIELD_NUMBER: _ClassVar[int]
+    MAXIMUM_FIELD_NUMBER: _ClassVar[int]
+    DECAY_RATE_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    delta: float
+    minimum: float
+    maximum: float
+    decay_rate: float
+    def __init__(self, key: _Optional[str] = ..., delta: _Optional[float] = ..., minimum: _Optional[float] = ..., maximum: _Optional[float] = ..., decay_rate: _Optional[float] = ...) -> None: ...
+
+class AdjustScoresRequest(_message.Message):
+    __slots__ = ("data_type", "changes", "event", "skill_scope")
+    DATA_TYPE_FIELD_NUMBER: _ClassVar[int]
+    CHANGES_FIELD_NUMBER: _ClassVar[int]
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    SKILL_SCOPE_FIELD_NUMBER: _ClassVar[int]
+    data_type: str
+    changes: _containers.RepeatedCompositeFieldContainer[ScoreDelta]
+    event: str
+    skill_scope: bool
+    def __init__(self, data_type: _Optional[str] = ..., changes: _Optional[_Iterable[_Union[ScoreDelta, _Mapping]]] = ..., event: _Optional[str] = ..., skill_scope: _Optional[bool] = ...) -> None: ...
+
 class KeyRequest(_message.Message):
     __slots__ = ("data_type", "key", "skill_scope")
     DATA_TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -454,6 +490,12 @@ class RecordResponse(_message.Message):
     RECORD_JSON_FIELD_NUMBER: _ClassVar[int]
     record_json: str
     def __init__(self, record_json: _Optional[str] = ...) -> None: ...
+
+class RecordsResponse(_message.Message):
+    __slots__ = ("records_json",)
+    RECORDS_JSON_FIELD_NUMBER: _ClassVar[int]
+    records_json: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, records_json: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class DeleteResponse(_message.Message):
     __slots__ = ("deleted",)

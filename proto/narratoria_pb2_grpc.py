@@ -64,6 +64,11 @@ class NarratoriaStub:
                 request_serializer=narratoria_dot_proto_dot_narratoria__pb2.TurnRequest.SerializeToString,
                 response_deserializer=narratoria_dot_proto_dot_narratoria__pb2.TurnEvent.FromString,
                 _registered_method=True)
+        self.CancelTurn = channel.unary_unary(
+                '/narratoria.v1.Narratoria/CancelTurn',
+                request_serializer=narratoria_dot_proto_dot_narratoria__pb2.SessionRef.SerializeToString,
+                response_deserializer=narratoria_dot_proto_dot_narratoria__pb2.CancelTurnResponse.FromString,
+                _registered_method=True)
         self.GetState = channel.unary_unary(
                 '/narratoria.v1.Narratoria/GetState',
                 request_serializer=narratoria_dot_proto_dot_narratoria__pb2.SessionRef.SerializeToString,
@@ -124,6 +129,15 @@ class NarratoriaServicer:
     def Turn(self, request, context):
         """One turn, streamed as it happens. A client that goes away mid-turn cancels
         nothing: the turn completes and is stored; ResumeSession shows its outcome.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CancelTurn(self, request, context):
+        """Cancel the session's turn in flight (architecture §9.5): its skill processes are
+        killed and nothing of it is stored; its Turn stream ends with CANCELLED. A turn
+        already storing its outcome is not cancelled (cancelled = false, with the reason).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -190,6 +204,11 @@ def add_NarratoriaServicer_to_server(servicer, server):
                     servicer.Turn,
                     request_deserializer=narratoria_dot_proto_dot_narratoria__pb2.TurnRequest.FromString,
                     response_serializer=narratoria_dot_proto_dot_narratoria__pb2.TurnEvent.SerializeToString,
+            ),
+            'CancelTurn': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelTurn,
+                    request_deserializer=narratoria_dot_proto_dot_narratoria__pb2.SessionRef.FromString,
+                    response_serializer=narratoria_dot_proto_dot_narratoria__pb2.CancelTurnResponse.SerializeToString,
             ),
             'GetState': grpc.unary_unary_rpc_method_handler(
                     servicer.GetState,
@@ -385,6 +404,33 @@ class Narratoria:
             _registered_method=True)
 
     @staticmethod
+    def CancelTurn(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/narratoria.v1.Narratoria/CancelTurn',
+            narratoria_dot_proto_dot_narratoria__pb2.SessionRef.SerializeToString,
+            narratoria_dot_proto_dot_narratoria__pb2.CancelTurnResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def GetState(request,
             target,
             options=(),
@@ -525,6 +571,11 @@ class StoreStub:
                 request_serializer=narratoria_dot_proto_dot_narratoria__pb2.AdjustScoreRequest.SerializeToString,
                 response_deserializer=narratoria_dot_proto_dot_narratoria__pb2.RecordResponse.FromString,
                 _registered_method=True)
+        self.AdjustScores = channel.unary_unary(
+                '/narratoria.v1.Store/AdjustScores',
+                request_serializer=narratoria_dot_proto_dot_narratoria__pb2.AdjustScoresRequest.SerializeToString,
+                response_deserializer=narratoria_dot_proto_dot_narratoria__pb2.RecordsResponse.FromString,
+                _registered_method=True)
         self.Delete = channel.unary_unary(
                 '/narratoria.v1.Store/Delete',
                 request_serializer=narratoria_dot_proto_dot_narratoria__pb2.KeyRequest.SerializeToString,
@@ -577,6 +628,14 @@ class StoreServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AdjustScores(self, request, context):
+        """AdjustScore for several keys in ONE store transaction: every score moves or none
+        does (a bad change anywhere writes nothing); a key given twice takes both, in order.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Delete(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -618,6 +677,11 @@ def add_StoreServicer_to_server(servicer, server):
                     servicer.AdjustScore,
                     request_deserializer=narratoria_dot_proto_dot_narratoria__pb2.AdjustScoreRequest.FromString,
                     response_serializer=narratoria_dot_proto_dot_narratoria__pb2.RecordResponse.SerializeToString,
+            ),
+            'AdjustScores': grpc.unary_unary_rpc_method_handler(
+                    servicer.AdjustScores,
+                    request_deserializer=narratoria_dot_proto_dot_narratoria__pb2.AdjustScoresRequest.FromString,
+                    response_serializer=narratoria_dot_proto_dot_narratoria__pb2.RecordsResponse.SerializeToString,
             ),
             'Delete': grpc.unary_unary_rpc_method_handler(
                     servicer.Delete,
@@ -729,6 +793,33 @@ class Store:
             '/narratoria.v1.Store/AdjustScore',
             narratoria_dot_proto_dot_narratoria__pb2.AdjustScoreRequest.SerializeToString,
             narratoria_dot_proto_dot_narratoria__pb2.RecordResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AdjustScores(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/narratoria.v1.Store/AdjustScores',
+            narratoria_dot_proto_dot_narratoria__pb2.AdjustScoresRequest.SerializeToString,
+            narratoria_dot_proto_dot_narratoria__pb2.RecordsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -482,3 +482,53 @@ def test_a_given_plan_runs_in_a_session_without_the_planner(pattern_daemon, tmp_
     kinds_seen = [json.loads(line)["kind"] for line in out.stdout.splitlines()]
     assert kinds_seen[-1] == "done" and "tool_finished" in kinds_seen and "plan" in kinds_seen
     assert cli(pattern_daemon, "turn", "--session", sid, "--execute-only", "hi").returncode != 0
+
+
+def test_a_turn_cancelled_in_flight_kills_its_skills_and_stores_nothing(pattern_daemon, tmp_path):
+    import threading
+
+    from conftest import FIXTURE_SKILLS, process_alive
+
+    sleep = FIXTURE_SKILLS / "echo" / "scripts" / "sleep"
+    with pattern_daemon.client() as client:
+        session = client.create_session(title="cancel me", state={"gold": 5})
+        before = client.get_state(session.id)
+        plan = {"requestId": "slow", "narrative": "x",
+                "tools": [{"toolId": "s0", "toolPath": str(sleep), "input": {"seconds": 30}},
+                          {"toolId": "s1", "toolPath": str(sleep), "input": {"seconds": 30},
+                           "dependencies": ["s0"]}]}
+        seen: list[pb.TurnEvent] = []
+        failure: list[ClientError] = []
+
+        def run() -> None:
+            try:
+                for event in client.turn(session.id, plan_json=json.dumps(plan),
+                                         execute_only=True):
+                    seen.append(event)
+            except ClientError as exc:
+                failure.append(exc)
+
+        player = threading.Thread(target=run)
+        player.start()
+        deadline = time.monotonic() + 30
+        while not any(e.WhichOneof("event") == "tool_started" for e in seen):
+            assert time.monotonic() < deadline, kinds(seen)
+            time.sleep(0.05)
+        while client.status().live_skill_processes < 1:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        reply = client.cancel_turn(session.id)
+        assert reply.cancelled and reply.turn_id
+        player.join(30)
+        assert failure and failure[0].code == "CANCELLED"
+        after = client.get_state(session.id)
+        assert after.state_json == before.state_json and after.turns == before.turns
+        assert client.resume_session(session.id).turns == 0
+        assert not client.cancel_turn(session.id).cancelled  # nothing left to cancel
+        # The skills' processes are gone (the supervisor reports none running).
+        deadline = time.monotonic() + 10
+        while client.status().live_skill_processes:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        # And the session plays on.
+        assert kinds(play(client, session.id, text="I look around"))[-1] == "done"
