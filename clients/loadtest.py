@@ -287,15 +287,22 @@ def run_loadtest(client_factory: Callable[[], Any], clients: int, turns: int | N
     start_gate = threading.Barrier(clients + flood_clients + 1)
     deadline: list[float] = []
 
+    def open_session(client: Any, title: str, into: Any) -> str | None:
+        """A new session's id, or None with the failure counted (every thread still
+        reaches the start gate, or the others would wait for it forever)."""
+        try:
+            return client.create_session(title=title).id
+        except Exception as exc:  # noqa: BLE001
+            code = getattr(exc, "code", None)
+            into.fail(f"grpc:{code}" if isinstance(code, str) else
+                      f"exception:{type(exc).__name__}")
+            start_gate.wait()
+            return None
+
     def flooder(i: int) -> None:
         with client_factory() as client:
-            try:
-                sid = client.create_session(title=f"loadtest flood {i}").id
-            except Exception as exc:  # noqa: BLE001
-                code = getattr(exc, "code", None)
-                flood_tally.fail(f"grpc:{code}" if isinstance(code, str) else
-                                 f"exception:{type(exc).__name__}")
-                start_gate.wait()
+            sid = open_session(client, f"loadtest flood {i}", flood_tally)
+            if sid is None:
                 return
             start_gate.wait()
             t = 0
@@ -305,13 +312,8 @@ def run_loadtest(client_factory: Callable[[], Any], clients: int, turns: int | N
 
     def player(i: int) -> None:
         with client_factory() as client:
-            try:
-                sid = client.create_session(title=f"loadtest {i}").id
-            except Exception as exc:  # noqa: BLE001
-                code = getattr(exc, "code", None)
-                tally.fail(f"grpc:{code}" if isinstance(code, str) else
-                           f"exception:{type(exc).__name__}")
-                start_gate.wait()
+            sid = open_session(client, f"loadtest {i}", tally)
+            if sid is None:
                 return
             start_gate.wait()  # every session exists before the first turn
             t = 0
