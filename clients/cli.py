@@ -730,6 +730,15 @@ def cmd_bench_ingest(args: argparse.Namespace) -> int:
     return _emit_report(args, report, write_markdown)
 
 
+def cmd_bench_crash(args: argparse.Namespace) -> int:
+    from .bench_crash import run_crash_bench, write_markdown
+
+    report = run_crash_bench(cycles=args.cycles, writers=args.writers, progress=not args.json,
+                             seed=args.seed)
+    _emit_report(args, report, write_markdown)
+    return 0 if report["passed"] else 1
+
+
 # -- eval --------------------------------------------------------------------------------
 
 def cmd_eval_planner(args: argparse.Namespace) -> int:
@@ -1066,6 +1075,17 @@ def build_parser() -> argparse.ArgumentParser:
     bingest.add_argument("--write", metavar="FILE", help="append the results to FILE (markdown)")
     bingest.add_argument("--json", action="store_true")
     bingest.set_defaults(func=cmd_bench_ingest)
+    bcrash = bench_sub.add_parser(
+        "crash", help="SIGKILL the whole daemon (Ray included) under a write load, restart, "
+                      "check every acknowledged write")
+    bcrash.add_argument("--cycles", type=_positive_int, default=20, metavar="N",
+                        help="kill/restart cycles (default 20)")
+    bcrash.add_argument("--writers", type=_positive_int, default=4, metavar="N",
+                        help="concurrent writer clients (default 4)")
+    bcrash.add_argument("--seed", type=int, default=None, help="seed of the kill moments")
+    bcrash.add_argument("--write", metavar="FILE", help="append the results to FILE (markdown)")
+    bcrash.add_argument("--json", action="store_true")
+    bcrash.set_defaults(func=cmd_bench_crash)
 
     evals = sub.add_parser("eval", help="measure parts of the runtime against datasets")
     eval_sub = evals.add_subparsers(dest="eval_command", metavar="SUITE", required=True)
