@@ -160,8 +160,9 @@ def _add_description_options(p: argparse.ArgumentParser, required: bool) -> None
     group.add_argument("--description", metavar="TEXT", help="the character, in your words "
                        "(10-5000 characters)")
     group.add_argument("--description-file", metavar="FILE", help="read the description from FILE")
-    p.add_argument("--portrait", metavar="IMAGE",
-                   help="PNG, JPEG or WebP, at most 5 MB; stored as a 512x512 PNG (letterboxed)")
+    p.add_argument("--portrait", metavar="IMAGE", required=required,
+                   help="PNG, JPEG or WebP, at most 5 MB; stored as a 512x512 PNG (letterboxed)"
+                        + ("; required" if required else ""))
     p.add_argument("--name", help="what you call the character (the campaign may rename it)")
     p.add_argument("--json", action="store_true")
 

@@ -49,6 +49,9 @@ def image_bytes(fmt: str, size: tuple[int, int] = (64, 64), color=(200, 30, 30))
     return out.getvalue()
 
 
+PORTRAIT = image_bytes("PNG")  # a fresh character always has one (§6.2.7)
+
+
 def write_image(path: Path, fmt: str, size=(64, 64), color=(200, 30, 30)) -> Path:
     path.write_bytes(image_bytes(fmt, size, color))
     return path
@@ -151,24 +154,25 @@ def test_portrait_over_5_mb_is_refused_before_anything_is_written(store, data_di
 def test_description_bounds(store, length, ok):
     text = ("x" * length)
     if ok:
-        assert store.create(text).description == text
+        assert store.create(text, PORTRAIT).description == text
     else:
         with pytest.raises(CharacterError, match=rf"^description: must be 10-5000 characters, got {length}"):
-            store.create(text)
+            store.create(text, PORTRAIT)
 
 
 def test_description_padding_does_not_count_and_type_is_checked(store):
     with pytest.raises(CharacterError, match="got 5$"):
-        store.create("   short       ")
+        store.create("   short       ", PORTRAIT)
     with pytest.raises(CharacterError, match="^description: must be text"):
-        store.create(12345678901)  # type: ignore[arg-type]
+        store.create(12345678901, PORTRAIT)  # type: ignore[arg-type]
     with pytest.raises(CharacterError, match="^name:"):
-        store.create(DESCRIPTION, name="   ")
+        store.create(DESCRIPTION, PORTRAIT, name="   ")
 
 
-def test_portrait_is_optional(store):
-    c = store.create(DESCRIPTION)
-    assert c.portrait_path is None and store.portrait_file(c) is None
+def test_a_portrait_is_required(store, data_dir):
+    with pytest.raises(CharacterError, match="^portrait: required"):
+        store.create(DESCRIPTION, None)
+    assert store.list() == []
 
 
 # -- edit / list / delete -------------------------------------------------------------------
@@ -208,7 +212,7 @@ def test_failed_edit_leaves_the_stored_character_intact(store, data_dir, tmp_pat
 def test_list_get_delete(store, data_dir):
     assert store.list() == []
     a = store.create("First character description.", image_bytes("PNG"))
-    b = store.create("Second character description.")
+    b = store.create("Second character description.", PORTRAIT)
     (data_dir / "characters" / "char_notes.json").write_text("{not json")  # litter, skipped
     assert [c.id for c in store.list()] == sorted([a.id, b.id], key=lambda i: (store.get(i).created_at, i))
     portrait = store.portrait_file(a)
@@ -245,11 +249,11 @@ def test_export_import_round_trip(store, data_dir, tmp_path):
     assert other.import_file(out).description == DESCRIPTION
 
 
-def test_export_without_portrait_round_trips(store, tmp_path):
-    c = store.create(DESCRIPTION)
-    out = store.export(c.id, tmp_path / "plain.narratoria-character")
-    assert zipfile.ZipFile(out).namelist() == ["character.json"]
-    assert store.import_file(out).portrait_path is None
+def test_an_export_without_a_portrait_is_refused_on_import(store, tmp_path):
+    plain = _archive(tmp_path / "plain.narratoria-character", {"character.json": _doc()})
+    with pytest.raises(CharacterError, match="^portrait: required"):
+        store.import_file(plain)
+    assert store.list() == []
 
 
 def _archive(path: Path, entries: dict[str, bytes]) -> Path:
@@ -267,7 +271,7 @@ def _doc(**fields) -> bytes:
 @pytest.mark.parametrize("evil", ["../evil.png", "../../characters/char_0000000000000000.json",
                                   "/etc/evil", "sub/../../x", "a\\..\\b"])
 def test_import_refuses_path_escapes(store, data_dir, tmp_path, evil):
-    existing = store.create(DESCRIPTION)
+    existing = store.create(DESCRIPTION, PORTRAIT)
     before = stored_files(data_dir)
     bad = _archive(tmp_path / "bad.narratoria-character",
                    {"character.json": _doc(portrait="portrait.png"),
@@ -280,7 +284,7 @@ def test_import_refuses_path_escapes(store, data_dir, tmp_path, evil):
 
 
 def test_import_refuses_bad_files_and_keeps_the_store(store, data_dir, tmp_path):
-    store.create(DESCRIPTION)
+    store.create(DESCRIPTION, PORTRAIT)
     before = stored_files(data_dir)
     cases = {
         "not a zip": (tmp_path / "a", None),
@@ -364,14 +368,19 @@ def test_cli_errors_name_the_field_and_set_the_exit_status(data_dir, tmp_path):
     bad = cli("create", "--description", DESCRIPTION, "--portrait", str(fake), "--json", env_dir=data_dir)
     assert bad.returncode == 2 and "portrait: not a PNG, JPEG or WebP image" in bad.stderr
     assert bad.stdout == ""
-    short = cli("create", "--description", "too short", env_dir=data_dir)
+    face = write_image(tmp_path / "ok.png", "PNG")
+    no_portrait = cli("create", "--description", DESCRIPTION, env_dir=data_dir)
+    assert no_portrait.returncode == 2 and "--portrait" in no_portrait.stderr
+    short = cli("create", "--description", "too short", "--portrait", str(face), env_dir=data_dir)
     assert short.returncode == 2 and "description: must be 10-5000 characters" in short.stderr
     missing = cli("show", "char_0123456789abcdef", env_dir=data_dir)
     assert missing.returncode == 1 and "no character" in missing.stderr
     assert cli("show", "../../etc", env_dir=data_dir).returncode == 2
-    unreadable = cli("create", "--description-file", str(tmp_path / "nope.txt"), env_dir=data_dir)
+    unreadable = cli("create", "--description-file", str(tmp_path / "nope.txt"), "--portrait",
+                     str(face), env_dir=data_dir)
     assert unreadable.returncode == 2 and "description: cannot read" in unreadable.stderr
-    made = cli("create", "--description", DESCRIPTION, "--json", env_dir=data_dir)
+    made = cli("create", "--description", DESCRIPTION, "--portrait", str(face), "--json",
+               env_dir=data_dir)
     cid = json.loads(made.stdout)["id"]
     idle = cli("edit", cid, env_dir=data_dir)
     assert idle.returncode == 2 and "nothing to change" in idle.stderr
@@ -519,7 +528,7 @@ def test_realisation_honours_constraints_and_records_itself(store, data_dir, tmp
 
 def test_same_character_same_campaign_reuses_the_realisation(store, tmp_path):
     ctx = load_campaign_context(make_campaign(tmp_path / "c"))
-    fresh = store.create("A wandering dwarf rogue with a heart of gold.")
+    fresh = store.create("A wandering dwarf rogue with a heart of gold.", PORTRAIT)
     model = RuleModel()
     first = realize(fresh, ctx, model, store=store)
     calls = len(model.calls)
@@ -543,7 +552,7 @@ def test_same_character_same_campaign_reuses_the_realisation(store, tmp_path):
 
 def test_hard_constraints_set_incompatible(store, tmp_path):
     ctx = load_campaign_context(make_campaign(tmp_path / "c"))
-    immortal = store.create("An immortal human wizard who has seen empires fall.")
+    immortal = store.create("An immortal human wizard who has seen empires fall.", PORTRAIT)
     r = realize(immortal.id, ctx, RuleModel(), store=store)
     assert r.violation_state == "incompatible"
     [v] = r.violations
@@ -552,7 +561,7 @@ def test_hard_constraints_set_incompatible(store, tmp_path):
     assert all("violation:incompatible" in c.tags for c in r.chunks)
     assert r.player_state["player"]["violation_state"] == "incompatible"
 
-    dragon = store.create("A young dragon knight, scales like bronze.")
+    dragon = store.create("A young dragon knight, scales like bronze.", PORTRAIT)
     r = realize(dragon.id, ctx, RuleModel(), store=store)
     assert [v.constraint for v in r.violations] == ["hard_constraints.must_be_humanoid"]
     assert r.violation_state == "incompatible"
@@ -560,7 +569,7 @@ def test_hard_constraints_set_incompatible(store, tmp_path):
 
 def test_archetype_outside_the_lists(store, tmp_path):
     strict = load_campaign_context(make_campaign(tmp_path / "c"))
-    orc = store.create("A brutal warrior raised in the mountains.")
+    orc = store.create("A brutal warrior raised in the mountains.", PORTRAIT)
     stubborn = RuleModel(race="orc")
     r = realize(orc.id, strict, stubborn, store=store)
     generations = [p for p in stubborn.calls if "Answer only yes or no." not in p]
@@ -576,7 +585,7 @@ def test_archetype_outside_the_lists(store, tmp_path):
 
 def test_unusable_model_answers_fall_back_to_the_description(store, tmp_path):
     ctx = load_campaign_context(make_campaign(tmp_path / "c"))
-    fresh = store.create("A quiet scribe who notices everything.", name="Wren")
+    fresh = store.create("A quiet scribe who notices everything.", PORTRAIT, name="Wren")
     model = RuleModel(prose=True)
     r = realize(fresh.id, ctx, model, store=store, attempts=3)
     assert r.source == "fallback" and len([p for p in model.calls if "yes or no" not in p]) == 3
@@ -587,7 +596,7 @@ def test_unusable_model_answers_fall_back_to_the_description(store, tmp_path):
 
 def test_permissive_campaign_and_unknown_character(store, tmp_path):
     ctx = campaign_context({"title": "Anything Goes", "version": "3"}, None, campaign_id="free")
-    fresh = store.create("A cheerful clockwork automaton who collects hats.")
+    fresh = store.create("A cheerful clockwork automaton who collects hats.", PORTRAIT)
     r = realize(fresh.id, ctx, RuleModel(), store=store)
     assert r.violation_state == "none" and r.persona.race == "human"
     assert "location" not in r.player_state["player"] and r.player_state["player"]["inventory"] == []
@@ -598,7 +607,7 @@ def test_permissive_campaign_and_unknown_character(store, tmp_path):
 def test_long_background_is_split_into_several_chunks(store, tmp_path):
     ctx = campaign_context({"title": "Long", "version": "1"}, None, campaign_id="long")
     sentence = "He remembers every road he ever walked and every name he ever lost. "
-    fresh = store.create("A " + sentence * 60)
+    fresh = store.create("A " + sentence * 60, PORTRAIT)
     r = realize(fresh.id, ctx, RuleModel(), store=store)
     background = [c for c in r.chunks if c.content_type == "background"]
     assert len(background) > 1 and all(c.token_count <= 512 for c in background)
@@ -607,7 +616,7 @@ def test_long_background_is_split_into_several_chunks(store, tmp_path):
 
 def test_chunks_go_into_the_campaign_lore_scope_once(store, tmp_path):
     ctx = load_campaign_context(make_campaign(tmp_path / "c"))
-    fresh = store.create("A gruff elf knight who secretly loves poetry.")
+    fresh = store.create("A gruff elf knight who secretly loves poetry.", PORTRAIT)
     r = realize(fresh.id, ctx, RuleModel(), store=store)
     hasher = make_backend(EmbeddingSettings(backend="hash"))
     with PersistenceStore(tmp_path / "narratoria.duckdb", hasher) as db:
@@ -627,7 +636,7 @@ def test_chunks_go_into_the_campaign_lore_scope_once(store, tmp_path):
 
 def test_a_sparse_answer_keeps_the_players_words_as_background(store):
     ctx = campaign_context({"title": "Sparse", "version": "1"}, None, campaign_id="sparse")
-    fresh = store.create("A lighthouse keeper who talks to gulls.")
+    fresh = store.create("A lighthouse keeper who talks to gulls.", PORTRAIT)
 
     def terse(prompt: str) -> str:
         return '{"name": "Moll", "archetype": {"race": "human", "class": "keeper"}}'

@@ -125,8 +125,15 @@ def test_a_fresh_character_is_realised_in_the_campaign_once(pattern_daemon):
     from narratoria.runtime.characters import CharacterStore
 
     characters = CharacterStore(pattern_daemon.dir / "data")
+    import io
+
+    from PIL import Image
+
+    face = io.BytesIO()
+    Image.new("RGB", (48, 64), (90, 120, 140)).save(face, format="PNG")
     wren = characters.create("Wren is a tideborn salvager from the mudflats, quick with a "
-                             "boathook and slow to trust anyone who wears a uniform.", name="Wren")
+                             "boathook and slow to trust anyone who wears a uniform.",
+                             face.getvalue(), name="Wren")
     with pattern_daemon.client() as client:
         first = client.create_session(campaign="long_ebb", character_id=wren.id)
         player = state_of(client, first.id)["player"]

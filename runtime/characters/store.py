@@ -266,11 +266,16 @@ class CharacterStore:
             (self.data_dir / old).unlink(missing_ok=True)
         return character
 
-    def create(self, description: str, portrait: bytes | str | os.PathLike[str] | None = None,
+    def create(self, description: str, portrait: bytes | str | os.PathLike[str] | None,
                name: str | None = None) -> FreshCharacter:
+        """A fresh character: the player's description and portrait (§6.2.7: both are
+        required, as the on-device models cannot draw one)."""
         text = validate_description(description)
         name = _validate_name(name)
-        png = prepare_portrait(portrait) if portrait is not None else None
+        if portrait is None:
+            raise CharacterError("portrait: required (PNG, JPEG or WebP, at most 5 MB); "
+                                 "the on-device models cannot draw one")
+        png = prepare_portrait(portrait)
         now = _now()
         character = FreshCharacter(id=f"char_{uuid.uuid4().hex[:16]}", status="fresh",
                                    created_at=now, updated_at=now, description=text, name=name)
