@@ -317,10 +317,8 @@ async def run_scene(services: SceneServices, scene: SceneInput, emit: Emit) -> S
 
     emit("phase", {"phase": "STORING", "attempt": len(outcome.attempts)})
     since = time.monotonic()
-    # The turn first, then its memory: a daemon killed in between loses a memory of a
-    # turn that happened, never keeps one of a turn that did not.
-    await services.save_turn(scene.session_id, state, narration, choices)
     await _remember(services.memory, scene, narration, state)
+    await services.save_turn(scene.session_id, state, narration, choices)
     clock.add("store", since)
 
     timings = clock.total()
