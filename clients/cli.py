@@ -873,7 +873,7 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--json", action="store_true")
     status.set_defaults(func=_client_command(cmd_status))
 
-    session = sub.add_parser("session", help="daemon sessions: new, list, show, branch, end")
+    session = sub.add_parser("session", help="daemon sessions: new, list, show, branch, cancel, end")
     session_sub = session.add_subparsers(dest="session_command", metavar="ACTION", required=True)
     new = session_sub.add_parser("new", help="create a session and print its id")
     new.add_argument("--campaign", metavar="ID|PATH",
