@@ -149,9 +149,6 @@ class _RemoteMemory:
     async def recall(self, playthrough_id: str, query: str, limit: int) -> list[str]:
         return await self.actor.recall.remote(playthrough_id, query, limit)
 
-    async def remember(self, playthrough_id: str, event: MemoryEvent) -> None:
-        await self.actor.remember.remote(playthrough_id, event)
-
 
 @ray.remote(num_cpus=0, max_restarts=-1, max_concurrency=1000)
 class CoordinatorActor:
@@ -333,13 +330,14 @@ class CoordinatorActor:
     async def _run(self, turn: _Turn, scene: SceneInput, moment_id: str | None,
                    plan: Plan | None = None) -> None:
         async def save_turn(session_id: str, state: SessionState, narration: str,
-                            choices: list[str]) -> None:
+                            choices: list[str], memory: MemoryEvent) -> None:
             # The scene's moment goes into the history (a branch point); the NPCs it
             # names witnessed the scene and remember its summary.
             await self.store.save_turn.remote(
                 session_id, state, narration, choices, scene.player_input, moment_id,
                 [v.npc_id for v in scene.npcs],
-                scene_summary(scene.turn_number, scene.player_input, narration))
+                scene_summary(scene.turn_number, scene.player_input, narration),
+                (scene.playthrough_id, memory))
 
         replica = self._pick_planner()
         model = self.planners[replica]

@@ -85,9 +85,10 @@ class StoreActor:
 
     def save_turn(self, session_id: str, state: SessionState, narration: str, choices: list[str],
                   player_input: str = "", moment_id: str | None = None,
-                  witnesses: list[str] | None = None, summary: str = "") -> SessionRecord:
+                  witnesses: list[str] | None = None, summary: str = "",
+                  memory: tuple[str, MemoryEvent] | None = None) -> SessionRecord:
         return self.storyline.save_turn(session_id, state, narration, choices, player_input,
-                                        moment_id, witnesses or [], summary)
+                                        moment_id, witnesses or [], summary, memory)
 
     def session_count(self) -> int:
         return self.sessions.count()
@@ -129,10 +130,6 @@ class StoreActor:
     def recall(self, playthrough_id: str, query: str, limit: int) -> list[str]:
         hits = self.store.playthrough(playthrough_id).semantic_search(query, "memory_event", limit)
         return [hit.record.summary for hit in hits]  # type: ignore[attr-defined]
-
-    def remember(self, playthrough_id: str, event: MemoryEvent) -> str:
-        stored = self.store.playthrough(playthrough_id).store("memory_event", event)
-        return str(stored.id)  # type: ignore[attr-defined]
 
     # the Store service (skills), JSON in and out ----------------------------------------
 

@@ -58,10 +58,10 @@ class Narrator(Protocol):
 class Memory(Protocol):
     async def recall(self, playthrough_id: str, query: str, limit: int) -> list[str]: ...
 
-    async def remember(self, playthrough_id: str, event: MemoryEvent) -> None: ...
 
-
-SaveTurn = Callable[[str, SessionState, str, list[str]], Awaitable[None]]
+# (session id, state, narration, choices, the scene's memory): the turn and its memory
+# are saved together, in one store transaction.
+SaveTurn = Callable[[str, SessionState, str, list[str], MemoryEvent], Awaitable[None]]
 
 
 @dataclass
@@ -317,8 +317,8 @@ async def run_scene(services: SceneServices, scene: SceneInput, emit: Emit) -> S
 
     emit("phase", {"phase": "STORING", "attempt": len(outcome.attempts)})
     since = time.monotonic()
-    await _remember(services.memory, scene, narration, state)
-    await services.save_turn(scene.session_id, state, narration, choices)
+    await services.save_turn(scene.session_id, state, narration, choices,
+                             _scene_memory(scene, narration, state))
     clock.add("store", since)
 
     timings = clock.total()
@@ -386,15 +386,9 @@ async def _choose(narrator: Narrator, context: NarrationContext, narration: str)
     return fallback_choices(options)
 
 
-async def _remember(memory: Memory, scene: SceneInput, narration: str, state: SessionState) -> None:
+def _scene_memory(scene: SceneInput, narration: str, state: SessionState) -> MemoryEvent:
     location = state.tree.get("location")
-    event = MemoryEvent(summary=scene_summary(scene.turn_number, scene.player_input, narration),
-                        timestamp=datetime.now(UTC), session_id=scene.session_id,
-                        action_type="scene", semantic_tags=[scene_tag(scene.turn_number)],
-                        location=location if isinstance(location, str) and location else None)
-    try:
-        await memory.remember(scene.playthrough_id, event)
-    except asyncio.CancelledError:
-        raise
-    except Exception:  # noqa: BLE001 - the turn is saved even if its memory is not
-        log.warning("session %s: scene memory not stored", scene.session_id, exc_info=True)
+    return MemoryEvent(summary=scene_summary(scene.turn_number, scene.player_input, narration),
+                       timestamp=datetime.now(UTC), session_id=scene.session_id,
+                       action_type="scene", semantic_tags=[scene_tag(scene.turn_number)],
+                       location=location if isinstance(location, str) and location else None)

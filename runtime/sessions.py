@@ -279,22 +279,30 @@ class SessionStore:
                   choices: list[str], *, player_input: str = "",
                   moment_id: str | None = None) -> SessionRecord:
         """Record a finished turn and its history row: one transaction, all of it or none."""
+        with self._lock, self._transaction():
+            self.write_turn(self._con, session_id, state, narration, choices,
+                            player_input=player_input, moment_id=moment_id)
+        return self.get(session_id)
+
+    def write_turn(self, cur: duckdb.DuckDBPyConnection, session_id: str, state: SessionState,
+                   narration: str, choices: list[str], *, player_input: str = "",
+                   moment_id: str | None = None) -> None:
+        """The turn's rows, written with ``cur`` inside a transaction the caller holds, so
+        another write (the scene's memory) can commit or fail with them."""
         tree, stats = json.dumps(state.tree), json.dumps(stats_json(state))
         now = _now()
-        with self._lock, self._transaction():
-            updated = self._con.execute(
-                f"UPDATE {SCHEMA}.sessions SET state_json = ?, stats_json = ?, last_narration = ?, "
-                "choices_json = ?, turns = turns + 1, updated_at = ? WHERE id = ? AND status = 'active' "
-                "RETURNING turns",
-                [tree, stats, narration, json.dumps(choices), now, session_id]).fetchone()
-            if updated is None:
-                raise SessionEnded(f"session {session_id!r} is not active")
-            self._con.execute(
-                f"INSERT INTO {SCHEMA}.session_scenes ({_SCENE_COLUMNS}, saved_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [session_id, updated[0], moment_id, player_input, tree, stats, narration,
-                 json.dumps(choices), now])
-        return self.get(session_id)
+        updated = cur.execute(
+            f"UPDATE {SCHEMA}.sessions SET state_json = ?, stats_json = ?, last_narration = ?, "
+            "choices_json = ?, turns = turns + 1, updated_at = ? WHERE id = ? AND status = 'active' "
+            "RETURNING turns",
+            [tree, stats, narration, json.dumps(choices), now, session_id]).fetchone()
+        if updated is None:
+            raise SessionEnded(f"session {session_id!r} is not active")
+        cur.execute(
+            f"INSERT INTO {SCHEMA}.session_scenes ({_SCENE_COLUMNS}, saved_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [session_id, updated[0], moment_id, player_input, tree, stats, narration,
+             json.dumps(choices), now])
 
     def end(self, session_id: str, owner: str | None = None) -> SessionRecord:
         self.get(session_id, owner)

@@ -11,6 +11,8 @@ sessions and the persistence layer, on the StoreActor's connection.
   that dies before it is saved leaves an empty moment, never a clash) and reads,
   for each NPC the player's input names, ``query_state(npc, moment, take,
   query=input)``: that NPC's own memories and facts, nothing else.
+- A scene's memory (the playthrough's ``memory_event``) is stored in the same
+  transaction as the turn: both or neither.
 - After the turn is saved, each present NPC stores the scene summary as its own
   memory: it witnessed the scene. Absent NPCs get nothing. The session is saved
   first: a daemon killed in between loses a witness memory, never leaves one from
@@ -27,6 +29,7 @@ sequence for all takes); takes keep sessions apart.
 
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
 from collections.abc import Mapping, Sequence
@@ -40,17 +43,19 @@ from .embedding import EmbeddingBackend
 from .grounding import LORE_LIMIT, lore_scope
 from .npcs import Npc, NpcView, cast_from_json, cast_json, parse_cast, present
 from .planner.context import Fragment
-from .sessions import BadScene, SessionRecord, SessionStore
+from .sessions import BadScene, SessionEnded, SessionRecord, SessionStore
 from .state import SessionState, StatRange
 from .state.engine import NarrativeStateEngine
 from .state.engine_schema import SCHEMA as ENGINE_SCHEMA
 from .state.models import CharacterState, DuplicateError, EngineConfig
-from .store import PersistenceStore
+from .store import MemoryEvent, PersistenceStore
 
 
 FACT_LIMIT = 5      # per NPC and scene: a small model narrates better from less
 MEMORY_LIMIT = 3
 SCENE_TAG = "scene:"  # a scene memory's tag: "scene:3"
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -195,10 +200,15 @@ class Storyline:
 
     def save_turn(self, session_id: str, state: SessionState, narration: str, choices: list[str],
                   player_input: str = "", moment_id: str | None = None,
-                  witnesses: Sequence[str] = (), summary: str = "") -> SessionRecord:
-        """Save the turn, then give each witness (present NPC ids) the scene summary."""
-        saved = self.sessions.save_turn(session_id, state, narration, choices,
-                                        player_input=player_input, moment_id=moment_id)
+                  witnesses: Sequence[str] = (), summary: str = "",
+                  memory: tuple[str, MemoryEvent] | None = None) -> SessionRecord:
+        """Save the turn, then give each witness (present NPC ids) the scene summary.
+
+        ``memory`` (playthrough id, event): the scene's memory, stored in the turn's own
+        transaction -- a crash never leaves a memory of a turn that was not saved, nor a
+        saved turn without its memory. A memory that cannot be stored (its text not
+        embedded) does not cost the player the turn: the turn is then saved alone."""
+        saved = self._save(session_id, state, narration, choices, player_input, moment_id, memory)
         if moment_id is None or saved.take_id is None or not summary.strip():
             return saved
         for npc in cast_from_json(saved.cast):
@@ -206,6 +216,26 @@ class Storyline:
                 self.engine.embed_memory(npc.character_id, summary, moment_id, saved.take_id,
                                          "perceived", tags={"scene": saved.turns, "session": saved.id})
         return saved
+
+    def _save(self, session_id: str, state: SessionState, narration: str, choices: list[str],
+              player_input: str, moment_id: str | None,
+              memory: tuple[str, MemoryEvent] | None) -> SessionRecord:
+        def write(cur: duckdb.DuckDBPyConnection) -> None:
+            self.sessions.write_turn(cur, session_id, state, narration, choices,
+                                     player_input=player_input, moment_id=moment_id)
+
+        if memory is not None:
+            playthrough_id, event = memory
+            try:
+                self.store.playthrough(playthrough_id).store("memory_event", event, with_write=write)
+                return self.sessions.get(session_id)
+            except SessionEnded:
+                raise
+            except Exception:  # noqa: BLE001 - the turn matters more than its memory
+                log.warning("session %s: scene memory not stored; saving the turn alone",
+                            session_id, exc_info=True)
+        return self.sessions.save_turn(session_id, state, narration, choices,
+                                       player_input=player_input, moment_id=moment_id)
 
     def _new_moment(self, session_id: str, scene: int) -> str:
         moment_id = f"{session_id}/scene-{scene}/{uuid.uuid4().hex[:8]}"

@@ -5,6 +5,8 @@ before N and never the abandoned timeline; the old session plays on)."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
 from narratoria.runtime.db import connect
@@ -12,7 +14,8 @@ from narratoria.runtime.embedding import EmbeddingSettings, make_backend
 from narratoria.runtime.npcs import CastError, Npc, parse_cast, present
 from narratoria.runtime.planner.narration import NarrationContext, narration_messages
 from narratoria.runtime.scene import scene_summary
-from narratoria.runtime.sessions import BadScene, SessionForbidden, SessionNotFound, SessionStore
+from narratoria.runtime.sessions import (BadScene, SessionEnded, SessionForbidden, SessionNotFound,
+                                         SessionStore)
 from narratoria.runtime.state import SessionState
 from narratoria.runtime.store import MemoryEvent, PersistenceStore
 from narratoria.runtime.storyline import Storyline, scene_tag
@@ -35,17 +38,17 @@ class World:
         self.line = Storyline(self.con, self.sessions, self.store, embedder)
 
     def play(self, sid: str, text: str, narration: str = "It happens.", state: dict | None = None):
-        """One scene as the daemon plays it: open, scene memory, save + witnesses."""
+        """One scene as the daemon plays it: open, then save with its memory + witnesses."""
         session = self.sessions.get(sid)
         scene = session.turns + 1
         opened = self.line.open_scene(sid, scene, text)
         summary = scene_summary(scene, text, narration)
-        self.store.playthrough(session.playthrough_id).store("memory_event", MemoryEvent(
-            summary=summary, timestamp=session.updated_at, session_id=sid, action_type="scene",
-            semantic_tags=[scene_tag(scene)]))
+        memory = MemoryEvent(summary=summary, timestamp=session.updated_at, session_id=sid,
+                             action_type="scene", semantic_tags=[scene_tag(scene)])
         tree = state if state is not None else {**session.state, "scene": scene}
         self.line.save_turn(sid, SessionState(tree), narration, [f"choice after {scene}"], text,
-                            opened.moment_id, [v.npc_id for v in opened.npcs], summary)
+                            opened.moment_id, [v.npc_id for v in opened.npcs], summary,
+                            (session.playthrough_id, memory))
         return opened
 
     def known(self, sid: str, npc_id: str, query: str | None = None) -> str:
@@ -145,6 +148,46 @@ def test_a_session_without_npcs_plays_as_before(world):
     opened = world.play(session.id, "I look around")
     assert opened.moment_id and opened.npcs == ()
     assert world.sessions.get(session.id).turns == 1
+
+
+# ---- a turn and its memory are one write ------------------------------------------------
+
+def _memory(sid: str, scene: int, summary: str, **fields) -> MemoryEvent:
+    return MemoryEvent(summary=summary, timestamp=datetime.now(UTC), session_id=sid,
+                       action_type="scene", semantic_tags=[scene_tag(scene)], **fields)
+
+
+def test_a_turn_and_its_scene_memory_are_saved_together(world):
+    sid = world.line.create_session("local").id
+    for n in (1, 2):
+        world.play(sid, f"I walk {n}", narration=f"Walked {n}.")
+    assert world.sessions.get(sid).turns == 2
+    assert world.scene_memories(sid) == [scene_summary(1, "I walk 1", "Walked 1."),
+                                         scene_summary(2, "I walk 2", "Walked 2.")]
+
+
+def test_a_turn_refused_by_the_session_stores_no_memory_of_it(world):
+    session = world.line.create_session("local")
+    world.sessions.end(session.id)
+    with pytest.raises(SessionEnded):
+        world.line.save_turn(session.id, SessionState({"x": 1}), "Never told.", ["a"], "go",
+                             memory=(session.playthrough_id, _memory(session.id, 1, "never")))
+    assert world.scene_memories(session.id) == []
+    assert [s.scene for s in world.sessions.scenes(session.id)] == [0]
+
+
+def test_a_memory_failing_inside_the_transaction_rolls_back_the_turn_rows_then_saves_the_turn(world):
+    """The memory insert fails after the turn's rows were written in the same
+    transaction: both roll back (no half-write), then the turn is saved alone, once."""
+    session = world.line.create_session("local")
+    first = _memory(session.id, 1, "first", id="fixed-id")
+    world.store.playthrough(session.playthrough_id).store("memory_event", first)
+    clash = _memory(session.id, 1, "second", id="fixed-id")  # the same key: a constraint error
+    saved = world.line.save_turn(session.id, SessionState({"x": 1}), "Told.", ["a"], "go",
+                                 memory=(session.playthrough_id, clash))
+    assert saved.turns == 1
+    assert [s.scene for s in world.sessions.scenes(session.id)] == [0, 1]
+    assert world.scene_memories(session.id) == ["first"]
 
 
 # ---- branching -------------------------------------------------------------------------

@@ -399,9 +399,14 @@ class Playthrough:
 
     # -- writes ---------------------------------------------------------------------------
 
-    def store(self, data_type: DataType | str, record: Record | Mapping[str, Any]) -> Record:
-        """Persist one new record atomically; returns it as ``get`` would (key, id filled in)."""
-        return self._insert(data_type, [record], "store")[0]
+    def store(self, data_type: DataType | str, record: Record | Mapping[str, Any], *,
+              with_write: Callable[[duckdb.DuckDBPyConnection], None] | None = None) -> Record:
+        """Persist one new record atomically; returns it as ``get`` would (key, id filled in).
+
+        ``with_write`` runs first in the same transaction (on the same database): the
+        record is stored only if that write succeeds, and that write only if the record
+        is stored -- a scene's memory and the turn it remembers."""
+        return self._insert(data_type, [record], "store", first=with_write)[0]
 
     def store_many(self, data_type: DataType | str,
                    records: Sequence[Record | Mapping[str, Any]]) -> list[Record]:
