@@ -6,6 +6,9 @@ never runs more than ``limit`` skill processes and excess work waits in order.
 Each invocation gets a store token bound to its playthrough and to the skill it
 runs (none for a bare script path), valid while its plan runs, which the daemon's
 Store service checks: the skill names the scope of its own shared records.
+Every skill process is kept out of the daemon's data dir (the database, the token,
+the characters) by Landlock (``runtime/sandbox.py``): it reaches its data only
+through the Store service.
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ import ray
 from narratoria.runtime.endpoint import ADDRESS_ENV, SKILL_TOKEN_ENV
 from narratoria.runtime.executor import ExecutorConfig, PlanExecutor
 from narratoria.runtime.plan import ExecutionResult, Plan, ToolInvocation
-from narratoria.runtime.process import script_env
+from narratoria.runtime import sandbox
+from narratoria.runtime.process import ProcessLimits, script_env
 from narratoria.runtime.skills.discovery import SkillScript
 from narratoria.runtime.skills.health import SkillHealthTracker
 from narratoria.runtime.skills.registry import SkillRegistry
@@ -32,11 +36,14 @@ from narratoria.runtime.zygote import Zygote
 
 @ray.remote(num_cpus=0, max_restarts=-1, max_concurrency=256)
 class SkillSupervisorActor:
-    def __init__(self, skill_roots: list[str], limit: int, daemon_address: str) -> None:
+    def __init__(self, skill_roots: list[str], limit: int, daemon_address: str,
+                 data_dir: str | None = None, ray_dir: str | None = None) -> None:
         self.registry = SkillRegistry([Path(r) for r in skill_roots])
         self.slots = ProcessSlots(limit)
         self.address = daemon_address
-        self.config = ExecutorConfig(max_concurrency=limit)
+        self.config = ExecutorConfig(max_concurrency=limit,
+                                     limits=ProcessLimits(sandbox=skill_sandbox(
+                                         data_dir, skill_roots, ray_dir)))
         self.executors: dict[str, PlanExecutor] = {}
         # store token -> (playthrough id, skill name or None for a bare script path)
         self.tokens: dict[str, tuple[str, str | None]] = {}
@@ -52,7 +59,8 @@ class SkillSupervisorActor:
 
     def status(self) -> dict[str, Any]:
         return {**self.slots.snapshot(), "pid": os.getpid(), "zygotePid": self.zygote.pid,
-                "plansRunning": self.plans_running}
+                "plansRunning": self.plans_running,
+                "sandbox": bool(self.config.limits.sandbox) and sandbox.available() > 0}
 
     def available(self, session_id: str | None = None) -> tuple[SkillScript, ...]:
         self.registry.refresh()
@@ -141,3 +149,20 @@ class SkillSupervisorActor:
 
     def reset_session(self, session_id: str) -> None:
         self.executors.pop(session_id, None)
+
+
+def skill_sandbox(data_dir: str | None, skill_roots: list[str],
+                  ray_dir: str | None = None) -> sandbox.SandboxPolicy | None:
+    """Skills may not open the daemon's data dir, nor its private Ray folder (its session
+    files name the cluster's address); the skill roots and the interpreter stay readable
+    where they are installed inside it (the user's skills live in ``<data>/skills`` by
+    default). None without a data dir."""
+    if not data_dir:
+        return None
+    if not sandbox.available():
+        print("supervisor: this kernel has no Landlock; skill processes can read "
+              f"{data_dir}", file=sys.stderr)
+    package = Path(sandbox.__file__).resolve().parents[1]  # narratoria.runtime's, .clients'
+    readable = [*skill_roots, sys.prefix, sys.base_prefix, str(package)]
+    denied = (str(data_dir), *([ray_dir] if ray_dir else []))
+    return sandbox.SandboxPolicy(denied=denied, readable=tuple(readable))

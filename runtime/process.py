@@ -8,15 +8,19 @@ no process outlives its invocation.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
+import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
 
+from . import sandbox
 from .limits import ResourceLimits, apply_resource_limits
 from .plan import ToolError
 from .zygote import ForkedProcess, Zygote, runs_with_python
@@ -49,6 +53,9 @@ class ProcessLimits:
     max_events: int = 10_000
     max_stderr_bytes: int = 64 * 1024
     resources: ResourceLimits = ResourceLimits()
+    # Folders the script may not open (Landlock, ``runtime/sandbox.py``): the daemon's
+    # data dir. None: no file-system confinement.
+    sandbox: sandbox.SandboxPolicy | None = None
 
 
 @dataclass
@@ -201,23 +208,48 @@ async def run_script(
     """
     outcome = InvocationOutcome()
     started = time.monotonic()
-    try:
-        proc, exited = await _start(path, env, cwd, zygote, limits.resources.pairs())
-    except OSError as exc:
-        outcome.failure = ToolError(
-            code="spawn_failed",
-            message=f"cannot start {path}: {exc.strerror or exc}",
-            category="process_error",
-        )
-        return outcome
+    with contextlib.ExitStack() as scratch:
+        try:
+            with contextlib.ExitStack() as leased:  # the ruleset: until the child has it
+                env, ruleset = await _confine(limits.sandbox, env, cwd, scratch, leased)
+                proc, exited = await _start(path, env, cwd, zygote, limits.resources.pairs(),
+                                            ruleset)
+        except OSError as exc:
+            outcome.failure = ToolError(
+                code="spawn_failed",
+                message=f"cannot start {path}: {exc.strerror or exc}",
+                category="process_error",
+            )
+            return outcome
 
-    session = _Session(proc, exited, limits, outcome, started, on_event, keep_going)
-    try:
-        await session.run(stdin)
-    finally:
-        await session.reap()
-        outcome.duration_s = time.monotonic() - started
+        session = _Session(proc, exited, limits, outcome, started, on_event, keep_going)
+        try:
+            await session.run(stdin)
+        finally:
+            await session.reap()
+            outcome.duration_s = time.monotonic() - started
     return outcome
+
+
+async def _confine(policy: sandbox.SandboxPolicy | None, env: dict[str, str] | None,
+                   cwd: Path | str | None, scratch: contextlib.ExitStack,
+                   leased: contextlib.ExitStack) -> tuple[dict[str, str] | None, int | None]:
+    """The environment and the Landlock ruleset fd (None: unconfined) of one invocation.
+
+    Where the daemon's ``TMPDIR`` is a folder the sandbox closes to new entries (an
+    ancestor of the data dir), the invocation gets a scratch ``TMPDIR`` of its own,
+    removed when it ends."""
+    if policy is None or not policy.denied:
+        return env, None
+    base = os.environ if env is None else env
+    tmpdir = base.get("TMPDIR") or tempfile.gettempdir()
+    if sandbox.needs_scratch(policy, tmpdir):
+        env = {**base, "TMPDIR": scratch.enter_context(sandbox.scratch_dir())}
+        tmpdir = sandbox.scratch_root()  # one rule (and ruleset) for every scratch folder
+    writable = [str(p) for p in (cwd, tmpdir) if p]
+    # In a thread: rebuilding the ruleset lists folders (milliseconds for /tmp).
+    fd = await asyncio.to_thread(leased.enter_context, sandbox.lease(policy, writable))
+    return env, fd
 
 
 class _ExitAwareProtocol(asyncio.subprocess.SubprocessStreamProtocol):
@@ -237,34 +269,47 @@ class _ExitAwareProtocol(asyncio.subprocess.SubprocessStreamProtocol):
 
 
 async def _start(path: Path | str, env: dict[str, str] | None, cwd: Path | str | None,
-                 zygote: Zygote | None, rlimits: list[tuple[int, int]]
+                 zygote: Zygote | None, rlimits: list[tuple[int, int]],
+                 ruleset: int | None = None
                  ) -> tuple[asyncio.subprocess.Process | ForkedProcess, asyncio.Event]:
     if zygote is not None and runs_with_python(path):
         try:
-            forked = await zygote.spawn(path, env, cwd, rlimits)
+            forked = await zygote.spawn(path, env, cwd, rlimits, ruleset)
             return forked, forked.exited
         except OSError as exc:
             # Slower, never wrong: exec the script as if there were no zygote.
             print(f"zygote unavailable ({exc}); starting {path} by exec", file=sys.stderr)
-    return await _spawn(path, env, cwd, rlimits)
+    return await _spawn(path, env, cwd, rlimits, ruleset)
 
 
 async def _spawn(path: Path | str, env: dict[str, str] | None, cwd: Path | str | None,
-                 rlimits: list[tuple[int, int]] = ()) -> tuple[asyncio.subprocess.Process,
-                                                              asyncio.Event]:
+                 rlimits: list[tuple[int, int]] = (), ruleset: int | None = None
+                 ) -> tuple[asyncio.subprocess.Process, asyncio.Event]:
     loop = asyncio.get_running_loop()
-    transport, protocol = await loop.subprocess_exec(
-        lambda: _ExitAwareProtocol(READ_CHUNK, loop),
-        str(path),
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        start_new_session=True,
-        env=env,
-        cwd=cwd,
-        # setrlimit only: no locks, no allocation worth the name between fork and exec.
-        preexec_fn=(lambda: apply_resource_limits(list(rlimits))) if rlimits else None,
-    )
+
+    def confine() -> None:
+        # setrlimit, prctl and landlock_restrict_self only (pre-resolved C calls): no
+        # locks, no allocation worth the name between fork and exec.
+        apply_resource_limits(list(rlimits))
+        if ruleset is not None:
+            sandbox.restrict(ruleset)
+
+    try:
+        # The ruleset fd is used in the child before subprocess closes every fd (and it
+        # is close-on-exec): nothing of it reaches the script.
+        transport, protocol = await loop.subprocess_exec(
+            lambda: _ExitAwareProtocol(READ_CHUNK, loop),
+            str(path),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+            env=env,
+            cwd=cwd,
+            preexec_fn=confine if rlimits or ruleset is not None else None,
+        )
+    except subprocess.SubprocessError as exc:  # preexec_fn failed: the script never ran
+        raise OSError(f"cannot confine the script: {exc}") from exc
     return asyncio.subprocess.Process(transport, protocol, loop), protocol.exited
 
 

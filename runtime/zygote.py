@@ -21,7 +21,9 @@ script when the zygote is down, are exec'd as before (``runtime/process.py``).
 
 Wire format on the zygote's Unix socket (one connection per invocation): the
 client sends a 4-byte big-endian length and a JSON request ``{"path", "env",
-"cwd"}`` with the three child fds attached (SCM_RIGHTS); the zygote answers
+"cwd", "rlimits", "sandbox"}`` with the three child fds attached (SCM_RIGHTS) and,
+when ``sandbox`` is true, a fourth: the Landlock ruleset the child restricts itself
+with before anything of the script runs (``runtime/sandbox.py``); the zygote answers
 ``{"pid": N}`` and, when the child ends, ``{"exit": code}`` (negative: the
 signal), one JSON line each. The zygote exits, killing its children's groups, when
 its stdin (a pipe from the supervisor) closes: it never outlives its owner.
@@ -45,6 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from . import sandbox
 from .limits import apply_resource_limits
 
 # What the built-in skills import at start (clients/skillkit.py and the Store stubs).
@@ -145,11 +148,22 @@ def _start(conn: socket.socket, children: dict[int, socket.socket]) -> None:
 
 
 def _receive(conn: socket.socket) -> tuple[dict, list[int]]:
-    data, fds, _, _ = socket.recv_fds(conn, READ_CHUNK, 3)
-    if len(fds) != 3:
+    data, fds, _, _ = socket.recv_fds(conn, READ_CHUNK, 4)
+    if len(fds) not in (3, 4):
         for fd in fds:
             os.close(fd)
-        raise ValueError(f"expected 3 fds, got {len(fds)}")
+        raise ValueError(f"expected 3 or 4 fds, got {len(fds)}")
+    fds = list(fds)
+    try:
+        return _read_request(conn, data, fds)
+    except BaseException:
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        raise
+
+
+def _read_request(conn: socket.socket, data: bytes, fds: list[int]) -> tuple[dict, list[int]]:
     while len(data) < _LENGTH.size or len(data) < _LENGTH.size + _LENGTH.unpack_from(data)[0]:
         if len(data) >= _LENGTH.size and _LENGTH.unpack_from(data)[0] > MAX_REQUEST_BYTES:
             raise ValueError("request too large")
@@ -161,7 +175,9 @@ def _receive(conn: socket.socket) -> tuple[dict, list[int]]:
     request = json.loads(data[_LENGTH.size:_LENGTH.size + length])
     if not isinstance(request, dict) or not isinstance(request.get("path"), str):
         raise ValueError("request must be an object with a path")
-    return request, list(fds)
+    if bool(request.get("sandbox")) != (len(fds) == 4):
+        raise ValueError("a sandboxed request comes with its ruleset fd, and only then")
+    return request, fds
 
 
 def _reap(children: dict[int, socket.socket]) -> None:
@@ -185,8 +201,11 @@ def _child(request: dict, fds: list[int]) -> None:
     code = 1
     try:
         os.setpgid(0, 0)
-        for target, fd in enumerate(fds):
+        for target, fd in enumerate(fds[:3]):
             os.dup2(fd, target)
+        if len(fds) == 4:
+            # Before the script or anything it names is touched; fails: it never runs.
+            sandbox.restrict(fds[3])
         os.closerange(3, os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 65536)
         signal.set_wakeup_fd(-1)
         for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
@@ -300,9 +319,12 @@ class Zygote:
                 raise OSError(f"the zygote did not start: {line!r}")
 
     async def spawn(self, path: Path | str, env: Mapping[str, str] | None,
-                    cwd: Path | str | None, rlimits: Sequence[tuple[int, int]] = ()
-                    ) -> ForkedProcess:
-        """Fork a child that runs ``path``; raises OSError when the zygote cannot."""
+                    cwd: Path | str | None, rlimits: Sequence[tuple[int, int]] = (),
+                    ruleset: int | None = None) -> ForkedProcess:
+        """Fork a child that runs ``path``; raises OSError when the zygote cannot.
+
+        ``ruleset``: a Landlock ruleset fd (the caller's, not closed here) the child
+        restricts itself with."""
         if not self.alive:
             await asyncio.get_running_loop().run_in_executor(None, self.start)
         loop = asyncio.get_running_loop()
@@ -319,9 +341,11 @@ class Zygote:
                 await loop.sock_connect(sock, self.socket_path)
                 body = json.dumps({"path": str(path), "env": dict(env or {}),
                                    "cwd": None if cwd is None else str(cwd),
-                                   "rlimits": [list(p) for p in rlimits]}).encode()
+                                   "rlimits": [list(p) for p in rlimits],
+                                   "sandbox": ruleset is not None}).encode()
                 sock.setblocking(True)  # a local write of a few KB: immediate
-                socket.send_fds(sock, [_LENGTH.pack(len(body)) + body], child_ends)
+                socket.send_fds(sock, [_LENGTH.pack(len(body)) + body],
+                                child_ends + ([ruleset] if ruleset is not None else []))
                 sock.setblocking(False)
             except BaseException:
                 sock.close()
