@@ -9,7 +9,10 @@ supervisor and coordinator stay on this node (they read the data dir and the
 socket); ``--planner-replicas N`` starts N planner actors (``planner``,
 ``planner-1``, ...), spread over the nodes, or each on a node that offers the
 custom resource ``--planner-resource`` names. The coordinator hands each turn to
-the least busy replica.
+the least busy replica. ``--supervisor-resource`` moves the skill supervisor (and
+so every skill process) to a node offering that resource; skill processes there
+dial the daemon's endpoint (the socket path on one machine, the daemon node's
+address with ``--listen``).
 """
 
 from __future__ import annotations
@@ -22,7 +25,6 @@ import os
 import shutil
 import signal
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +32,7 @@ from typing import Any
 
 DRAIN_S = 5.0
 DEFAULT_SKILL_LIMIT = 8
+RAY_DIR_PREFIX = "nr-ray-"
 RESOURCE_WAIT_S = 15.0  # how long --planner-resource waits for nodes that offer it
 
 
@@ -49,6 +52,8 @@ class DaemonConfig:
     # A custom Ray resource each planner replica needs ("NAME" or "NAME=AMOUNT"):
     # replicas go only to nodes started with `ray start --resources '{"NAME": ...}'`.
     planner_resource: str | None = None
+    # The same for the skill supervisor: skills then run on the node offering it.
+    supervisor_resource: str | None = None
 
 
 def config_from_args(args: argparse.Namespace) -> DaemonConfig:
@@ -66,7 +71,8 @@ def config_from_args(args: argparse.Namespace) -> DaemonConfig:
         planner=getattr(args, "planner", None) or "model",
         threads=getattr(args, "threads", None),
         planner_replicas=int(getattr(args, "planner_replicas", None) or 1),
-        planner_resource=getattr(args, "planner_resource", None))
+        planner_resource=getattr(args, "planner_resource", None),
+        supervisor_resource=getattr(args, "supervisor_resource", None))
 
 
 def serve_main(args: argparse.Namespace) -> int:
@@ -109,7 +115,7 @@ def planner_names(replicas: int) -> list[str]:
     return ["planner", *(f"planner-{i}" for i in range(1, replicas))]
 
 
-def parse_resource(spec: str) -> tuple[str, float]:
+def parse_resource(spec: str, flag: str = "--planner-resource") -> tuple[str, float]:
     """``NAME`` or ``NAME=AMOUNT`` (a positive number; 1 when left out)."""
     name, sep, amount = spec.partition("=")
     name = name.strip()
@@ -118,7 +124,7 @@ def parse_resource(spec: str) -> tuple[str, float]:
     except ValueError:
         value = -1.0
     if not name or value <= 0:
-        raise DaemonError(f"--planner-resource {spec!r}: expected NAME or NAME=AMOUNT (AMOUNT > 0)")
+        raise DaemonError(f"{flag} {spec!r}: expected NAME or NAME=AMOUNT (AMOUNT > 0)")
     return name, value
 
 
@@ -139,22 +145,51 @@ def _planner_options(config: DaemonConfig, joined: bool) -> list[dict[str, Any]]
     placement: dict[str, Any] = {}
     if config.planner_resource:
         name, amount = parse_resource(config.planner_resource)
-        need = amount * config.planner_replicas
-        deadline = time.monotonic() + RESOURCE_WAIT_S
-        while (have := float(ray.cluster_resources().get(name, 0.0))) < need \
-                and time.monotonic() < deadline:
-            time.sleep(0.5)  # a node that was just started may still be joining
-        if have < need:
-            raise DaemonError(
-                f"--planner-resource {name}: the Ray cluster offers {have:g} of it, "
-                f"{config.planner_replicas} replica(s) need {need:g} "
-                f"(start nodes with `ray start --resources '{{\"{name}\": 1}}'`)")
+        _await_resource("--planner-resource", name, amount * config.planner_replicas,
+                        f"{config.planner_replicas} replica(s)")
         placement = {"resources": {name: amount}}
     elif config.planner_replicas > 1:
         placement = {"scheduling_strategy": "SPREAD"}
     elif joined:
         placement = _local_node()  # one replica, no placement asked: next to the daemon
     return [{"name": n, **placement} for n in planner_names(config.planner_replicas)]
+
+
+def _await_resource(flag: str, name: str, need: float, who: str) -> None:
+    """Wait until the cluster offers ``need`` of resource ``name`` (a node that was just
+    started may still be joining), or say which nodes to start."""
+    import ray
+
+    deadline = time.monotonic() + RESOURCE_WAIT_S
+    while (have := float(ray.cluster_resources().get(name, 0.0))) < need \
+            and time.monotonic() < deadline:
+        time.sleep(0.5)
+    if have < need:
+        raise DaemonError(
+            f"{flag} {name}: the Ray cluster offers {have:g} of it, {who} need {need:g} "
+            f"(start nodes with `ray start --resources '{{\"{name}\": 1}}'`)")
+
+
+def _supervisor_options(config: DaemonConfig, here: dict[str, Any]) -> dict[str, Any]:
+    """Ray options of the skill supervisor: next to the daemon, or on a node that offers
+    ``--supervisor-resource``."""
+    if not config.supervisor_resource:
+        return {"name": "supervisor", **here}
+    name, amount = parse_resource(config.supervisor_resource, "--supervisor-resource")
+    _await_resource("--supervisor-resource", name, amount, "the skill supervisor")
+    return {"name": "supervisor", "resources": {name: amount}}
+
+
+def _skill_target(endpoint: Any) -> str:
+    """The address skill processes dial: a wildcard --listen host means "this node",
+    which a supervisor on another node must reach by this node's address."""
+    target = endpoint.grpc_target
+    host, sep, port = target.rpartition(":")
+    if endpoint.is_tcp and sep and host.strip("[]") in ("0.0.0.0", "::", ""):
+        import ray
+
+        return f"{ray.util.get_node_ip_address()}:{port}"
+    return target
 
 
 def actor_nodes(actors: dict[str, Any]) -> dict[str, str]:
@@ -201,6 +236,7 @@ async def serve(config: DaemonConfig) -> int:
     from .embedder import EmbedderActor
     from .planner import PlannerActor
     from narratoria.runtime.identity import ClientRegistry
+    from narratoria.runtime.stale_dirs import claim, sweep
 
     from .server import (ClientInterceptor, Daemon, ModelService, NarratoriaService,
                          RequestDecodeInterceptor, StoreService, TokenInterceptor)
@@ -225,7 +261,10 @@ async def serve(config: DaemonConfig) -> int:
 
     if config.planner_replicas < 1:
         raise DaemonError("--planner-replicas: at least 1")
-    temp_dir = tempfile.mkdtemp(prefix="nr-ray-", dir="/tmp")
+    swept = sweep(RAY_DIR_PREFIX)  # left by daemons that were killed
+    if swept:
+        _progress(config, f"removed {len(swept)} stale Ray folder(s) of killed daemons")
+    temp_dir = str(claim(RAY_DIR_PREFIX))
     _progress(config, "starting Ray" if not os.environ.get("RAY_ADDRESS")
               else f"joining the Ray cluster at {os.environ['RAY_ADDRESS']}")
     _start_ray(temp_dir)
@@ -242,8 +281,9 @@ async def serve(config: DaemonConfig) -> int:
             planners = {o["name"]: PlannerActor.options(**o).remote(str(model_path), config.threads)
                         for o in planner_opts}
             store = StoreActor.options(name="store", **here).remote(str(config.data_dir))
-            supervisor = SkillSupervisorActor.options(name="supervisor", **here).remote(
-                roots, config.skill_limit, endpoint.grpc_target)
+            supervisor = SkillSupervisorActor.options(**_supervisor_options(config, here)).remote(
+                roots, config.skill_limit, _skill_target(endpoint), str(config.data_dir),
+                None if joined else temp_dir)
             coordinator = CoordinatorActor.options(name="coordinator", **here).remote(
                 str(config.data_dir / "analytics.jsonl"), planner_kind=config.planner,
                 data_dir=str(config.data_dir),
@@ -273,7 +313,8 @@ async def serve(config: DaemonConfig) -> int:
             interceptors=[RequestDecodeInterceptor(),
                           *([TokenInterceptor(token)] if token else []),
                           ClientInterceptor(ClientRegistry(config.data_dir))],
-            options=[("grpc.max_receive_message_length", 4 << 20)])
+            # 8 MiB: a character's portrait (SaveCharacter) may be 5 MB (§6.2.7).
+            options=[("grpc.max_receive_message_length", 8 << 20)])
         rpc.add_NarratoriaServicer_to_server(NarratoriaService(daemon), server)
         rpc.add_StoreServicer_to_server(StoreService(daemon), server)
         rpc.add_ModelServicer_to_server(ModelService(daemon), server)
@@ -290,10 +331,13 @@ async def serve(config: DaemonConfig) -> int:
         ready = {"event": "ready", "address": endpoint.grpc_target, "dataDir": str(config.data_dir),
                  "model": str(model_path), "pid": os.getpid(),
                  "startupS": round(time.monotonic() - started, 2), "warmS": round(warm_s, 2)}
+        if not joined:
+            ready["rayDir"] = temp_dir  # this daemon's own Ray folder (skills are kept out)
         if joined or len(planners) > 1:
             nodes = actor_nodes(planners)
             ready["rayAddress"] = os.environ.get("RAY_ADDRESS", "")
             ready["planners"] = [{"name": n, "node": nodes[n]} for n in planners]
+            ready["supervisorNode"] = actor_nodes({"supervisor": supervisor})["supervisor"]
         if config.json_output:
             print(json.dumps(ready), flush=True)
         else:

@@ -949,6 +949,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--planner-resource", metavar="NAME[=AMOUNT]",
                        help="a custom Ray resource each planner replica needs, to pin replicas "
                             "to nodes started with `ray start --resources '{\"NAME\": 1}'`")
+    serve.add_argument("--supervisor-resource", metavar="NAME[=AMOUNT]",
+                       help="a custom Ray resource the skill supervisor needs: skill processes "
+                            "then run on the node that offers it (see deploy/ray/README.md)")
     serve.add_argument("--json", action="store_true")
     serve.set_defaults(func=cmd_serve)
 

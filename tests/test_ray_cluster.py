@@ -2,6 +2,8 @@
 ``ray start`` on this machine, each offering one ``narratoria_planner``), a daemon
 that joins it through ``RAY_ADDRESS`` with two planner replicas pinned by that
 resource, and a check that the replicas run on different nodes and both take turns.
+The skill supervisor is pinned to the second node (``--supervisor-resource``, a
+resource only that node offers): its skills run there and still reach the Store.
 
 Only this test's own Ray processes are stopped: every port is chosen free, each node
 has its own temp dir, and teardown signals the two ``ray start --block`` processes
@@ -26,10 +28,14 @@ from pathlib import Path
 
 import pytest
 
+from conftest import TESTS
 from narratoria.clients.client import NarratoriaClient
+from skill_plans import finished, run_plan, tool_events
 
 RAY = Path(sys.executable).parent / "ray"
 RESOURCE = "narratoria_planner"
+SKILLS = "narratoria_skills"  # offered by the second node only
+PROBE_SKILLS = TESTS / "fixtures" / "store-scope" / "skills"
 NODE_START_S = 60
 DAEMON_START_S = 120
 
@@ -52,12 +58,13 @@ def _node_ports() -> list[str]:
 class Node:
     """One ``ray start --block`` (its own session, temp dir and log)."""
 
-    def __init__(self, temp_dir: Path, args: list[str], env: dict[str, str]) -> None:
+    def __init__(self, temp_dir: Path, args: list[str], env: dict[str, str],
+                 resources: dict[str, float] | None = None) -> None:
         self.temp_dir = temp_dir
         self.log = temp_dir.with_suffix(".log")
         self.proc = subprocess.Popen(
             [str(RAY), "start", "--block", "--temp-dir", str(temp_dir), "--num-cpus", "1",
-             "--resources", json.dumps({RESOURCE: 1}), "--object-store-memory", str(100 << 20),
+             "--resources", json.dumps(resources or {RESOURCE: 1}), "--object-store-memory", str(100 << 20),
              "--min-worker-port", "0", "--max-worker-port", "0", "--disable-usage-stats",
              *_node_ports(), *args],
             stdout=open(self.log, "ab"), stderr=subprocess.STDOUT, env=env,
@@ -124,7 +131,8 @@ def cluster():
             head.wait_started()
         except RuntimeError as exc:
             pytest.skip(f"`ray start --head` is impossible here: {exc}")
-        worker = Node(root / "w", ["--address", f"127.0.0.1:{port}"], env)
+        worker = Node(root / "w", ["--address", f"127.0.0.1:{port}"], env,
+                      resources={RESOURCE: 1, SKILLS: 1})
         nodes.append(worker)
         worker.wait_started()
         yield {**env, "RAY_ADDRESS": f"127.0.0.1:{port}"}
@@ -132,6 +140,10 @@ def cluster():
         for node in reversed(nodes):
             node.stop()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def kinds_of(events: list) -> list[str]:
+    return [e.WhichOneof("event") for e in events]
 
 
 def _ray_query(env: dict[str, str], code: str) -> object:
@@ -145,14 +157,15 @@ def _ray_query(env: dict[str, str], code: str) -> object:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def test_planner_replicas_run_on_two_nodes_and_both_take_turns(cluster):
+def test_planner_replicas_and_the_skill_supervisor_are_placed_by_configuration(cluster):
     folder = Path(tempfile.mkdtemp(prefix="nrd-", dir="/tmp"))
     sock = folder / "d.sock"
     proc = subprocess.Popen(
         [sys.executable, "-m", "narratoria.clients.cli", "serve", "--socket", str(sock),
          "--data-dir", str(folder / "data"), "--json", "--planner", "pattern",
          "--embedding-backend", "hash", "--threads", "1",
-         "--planner-replicas", "2", "--planner-resource", RESOURCE],
+         "--planner-replicas", "2", "--planner-resource", RESOURCE,
+         "--supervisor-resource", SKILLS, "--skills-dir", str(PROBE_SKILLS)],
         stdout=subprocess.PIPE, stderr=open(folder / "stderr.log", "ab"), text=True,
         env=cluster, start_new_session=True)
     try:
@@ -175,9 +188,13 @@ def test_planner_replicas_run_on_two_nodes_and_both_take_turns(cluster):
             "print(json.dumps({'nodes': sorted(nodes), 'where': where}))\n"))
         assert len(seen["nodes"]) == 2
         assert {seen["where"]["planner"], seen["where"]["planner-1"]} == set(seen["nodes"])
-        # The data dir's actors stay on the daemon's node (the head, here).
-        local = {seen["where"][n] for n in ("store", "coordinator", "supervisor", "embedder")}
+        # The data dir's actors stay on the daemon's node (the head, here); the skill
+        # supervisor went to the node that offers its resource (the second one).
+        local = {seen["where"][n] for n in ("store", "coordinator", "embedder")}
         assert len(local) == 1, seen["where"]
+        assert seen["where"]["supervisor"] not in local, seen["where"]
+        assert seen["where"]["supervisor"] in seen["nodes"]
+        assert ready["supervisorNode"] == seen["where"]["supervisor"]
 
         with NarratoriaClient(f"unix://{sock}") as client:
             status = client.status()
@@ -194,6 +211,21 @@ def test_planner_replicas_run_on_two_nodes_and_both_take_turns(cluster):
         turns = _ray_query(cluster, (
             "print(json.dumps(ray.get(ray.get_actor('coordinator').status.remote())))\n"))
         assert turns["plannerTurns"] == [1, 1], turns
+
+        with NarratoriaClient(f"unix://{sock}") as client:
+            # A skill run by the supervisor over there stores and reads back through
+            # the daemon's Store service.
+            session = client.create_session(title="remote skills")
+            record = {"characterId": "remote", "imagePath": "/nonexistent/remote.png",
+                      "description": "drawn on another node", "generatedAt": "2026-01-01T00:00:00Z"}
+            ops = [{"op": "put", "shared": False, "dataType": "character_portrait", "record": record},
+                   {"op": "get", "shared": False, "dataType": "character_portrait", "key": "remote"}]
+            events = run_plan(client, session.id, {"toolId": "probe", "toolPath": "scope-probe/probe",
+                                                   "input": {"ops": ops}})
+            assert finished(events)["probe"].ok, kinds_of(events)
+            logged = [e for e in tool_events(events, "probe") if e.get("message") == "probe"]
+            put, got = logged[0]["fields"]["results"]
+            assert put["ok"] and got["ok"] and got["value"]["description"] == "drawn on another node"
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
