@@ -101,3 +101,11 @@ def test_the_library_reloads_a_campaign_only_when_a_file_changed(tmp_path):
 def test_merge_trees_lays_objects_over_each_other():
     assert merge_trees({"a": {"b": 1, "c": 2}, "d": 1}, {"a": {"c": 3}, "e": 4}) == \
         {"a": {"b": 1, "c": 3}, "d": 1, "e": 4}
+
+
+@pytest.mark.parametrize("ref", ["~nobody-has-this-name", "~nobody-has-this-name/x", "x" * 5000])
+def test_a_ref_naming_no_home_or_too_long_is_not_found_never_a_crash(tmp_path, ref):
+    from narratoria.runtime.campaign.library import CampaignLibrary, CampaignNotFound
+
+    with pytest.raises(CampaignNotFound, match="campaign: "):
+        CampaignLibrary(tmp_path).locate(ref)

@@ -60,7 +60,7 @@ def _outside_existing_folder(ref: str) -> bool:
     the report: a folder without a manifest is read in full before it is refused)."""
     try:
         return not Path(ref.strip()).expanduser().exists() and ref.strip() not in ("~", "~root")
-    except (OSError, ValueError):
+    except (OSError, ValueError, RuntimeError):  # RuntimeError: "~nobody-here" has no home
         return True
 
 

@@ -52,9 +52,13 @@ class CampaignLibrary:
         ref = ref.strip()
         if not ref:
             raise CampaignNotFound("campaign: empty")
-        as_path = Path(ref).expanduser()
-        if "/" in ref or as_path.suffix in (".narratoria", ".zip") or as_path.exists():
-            if not as_path.exists():
+        try:
+            as_path = Path(ref).expanduser()
+            exists = as_path.exists()
+        except (RuntimeError, OSError, ValueError):  # "~nobody" has no home; a name too long
+            as_path, exists = Path(ref), False
+        if "/" in ref or as_path.suffix in (".narratoria", ".zip") or exists:
+            if not exists:
                 raise CampaignNotFound(f"campaign: {ref} does not exist")
             return as_path.resolve()
         known = self._index().get(ref)
