@@ -20,7 +20,13 @@ import ray
 
 from narratoria.proto import narratoria_pb2 as pb
 from narratoria.proto import narratoria_pb2_grpc as rpc
-from narratoria.runtime.characters import CharacterNotFound
+from narratoria.runtime import frontend
+from narratoria.runtime.campaign.library import CampaignLibrary, CampaignNotFound
+from narratoria.runtime.campaign.problems import CampaignError
+from narratoria.runtime.characters import CharacterNotFound, CharacterStore, FreshCharacter
+from narratoria.runtime.session_view import session_view
+from narratoria.runtime.skills import config as skill_config
+from narratoria.runtime.skills.discovery import Skill, SkillError, load_skill
 from narratoria.runtime.identity import CLIENT_TOKEN_METADATA, LOCAL_OWNER, ClientRegistry
 from narratoria.runtime.endpoint import SKILL_TOKEN_METADATA, TOKEN_METADATA
 from narratoria.runtime.planner.narration import NARRATION_STYLES, NarrationContext
@@ -33,6 +39,8 @@ STREAMING_METHODS = ("/Turn", "/IngestCampaign")
 
 _CODES: list[tuple[type[BaseException], grpc.StatusCode]] = [
     (SessionNotFound, grpc.StatusCode.NOT_FOUND),
+    (frontend.AssetNotFound, grpc.StatusCode.NOT_FOUND),
+    (frontend.AssetTooLarge, grpc.StatusCode.RESOURCE_EXHAUSTED),
     (CharacterNotFound, grpc.StatusCode.NOT_FOUND),
     (RecordNotFound, grpc.StatusCode.NOT_FOUND),
     (SessionForbidden, grpc.StatusCode.PERMISSION_DENIED),
@@ -133,12 +141,46 @@ class Daemon:
         self.draining = False
 
 
+def _ms(moment: Any) -> int:
+    return int(moment.timestamp() * 1000)
+
+
+def character_pb(character: FreshCharacter) -> pb.CharacterInfo:
+    return pb.CharacterInfo(id=character.id, name=character.name or "",
+                            description=character.description,
+                            fresh=character.status == "fresh",
+                            campaigns=[r.campaign_id for r in character.realizations],
+                            created_at_ms=_ms(character.created_at),
+                            updated_at_ms=_ms(character.updated_at),
+                            has_portrait=bool(character.portrait_path))
+
+
+def _has_settings(skill: Skill) -> bool:
+    return bool(skill_config.fields(skill.config_schema))
+
+
+def _load_skills(paths: list[str]) -> dict[str, Skill]:
+    """The skills at ``paths`` (the supervisor's), by folder; one that no longer loads is left out."""
+    out: dict[str, Skill] = {}
+    for path in paths:
+        try:
+            out[path] = load_skill(Path(path))
+        except (SkillError, OSError):
+            continue
+    return out
+
+
 class NarratoriaService(rpc.NarratoriaServicer):
     def __init__(self, daemon: Daemon) -> None:
         self.d = daemon
         self.store = daemon.actors["store"]
         self.coordinator = daemon.actors["coordinator"]
         self.clients = ClientRegistry(Path(daemon.data_dir))
+        # The front-end calls read campaigns here, in the driver: the same index of
+        # started campaigns (data dir campaigns.json) the coordinator keeps, and each
+        # campaign (with its icon index, §6.2.13) read once per change of its files.
+        self.campaigns = CampaignLibrary(Path(daemon.data_dir))
+        self.characters = CharacterStore(Path(daemon.data_dir))
 
     def _owner(self, context: grpc.aio.ServicerContext) -> str:
         """The caller's identity: a known client's token, else the device's user
@@ -270,9 +312,16 @@ class NarratoriaService(rpc.NarratoriaServicer):
                          context: grpc.aio.ServicerContext) -> pb.ListSkillsResponse:
         skills = await _call(context, self.d.actors["supervisor"].skills.remote(
             request.session_id or None))
-        return pb.ListSkillsResponse(skills=[pb.SkillInfo(
-            name=s["name"], description=s["description"] or "", scripts=s["scripts"],
-            health=s["health"], path=s["path"]) for s in skills])
+        loaded = await asyncio.to_thread(_load_skills, [s["path"] for s in skills])
+        infos = []
+        for s in skills:
+            skill = loaded.get(s["path"])
+            infos.append(pb.SkillInfo(
+                name=s["name"], description=s["description"] or "", scripts=s["scripts"],
+                health=s["health"], path=s["path"],
+                enabled=skill is not None and skill_config.is_enabled(skill),
+                has_settings=skill is not None and _has_settings(skill)))
+        return pb.ListSkillsResponse(skills=infos)
 
     async def Status(self, request: pb.StatusRequest,
                      context: grpc.aio.ServicerContext) -> pb.StatusResponse:
@@ -317,6 +366,188 @@ class NarratoriaService(rpc.NarratoriaServicer):
     async def _need_id(request: Any, context: grpc.aio.ServicerContext) -> None:
         if not request.session_id:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "session_id: required")
+
+    # -- front-end data ---------------------------------------------------------------
+
+    async def ListCampaigns(self, request: pb.ListCampaignsRequest,
+                            context: grpc.aio.ServicerContext) -> pb.ListCampaignsResponse:
+        found = await _call(context, asyncio.to_thread(frontend.campaign_summaries))
+        return pb.ListCampaignsResponse(campaigns=[pb.CampaignInfo(
+            id=c.id, title=c.title, description=c.description, path=c.path, builtin=c.builtin,
+            free_text=c.free_text, valid=c.valid, errors=c.errors, version=c.version)
+            for c in found])
+
+    async def _session(self, request: Any, context: grpc.aio.ServicerContext) -> SessionRecord:
+        """The caller's own session (NOT_FOUND / PERMISSION_DENIED as GetState)."""
+        await self._need_id(request, context)
+        if len(request.session_id) > 200:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                f"session_id: {len(request.session_id)} characters; at most 200")
+        return await _call(context, self.store.get_session.remote(request.session_id,
+                                                                  self._owner(context)))
+
+    async def _campaign_of(self, record: SessionRecord) -> Any:
+        """The session's LoadedCampaign, or None (no campaign, or lore without its files)."""
+        if not record.campaign:
+            return None
+        try:
+            return await asyncio.to_thread(self.campaigns.load, record.campaign)
+        except (CampaignNotFound, CampaignError, OSError):
+            return None
+
+    async def GetSessionView(self, request: pb.SessionRef,
+                             context: grpc.aio.ServicerContext) -> pb.SessionView:
+        record = await self._session(request, context)
+        campaign = await self._campaign_of(record)
+        if campaign is not None:
+            await asyncio.to_thread(lambda: campaign.icons)  # built once per load, off the loop
+        view = session_view(record.state,
+                            campaign.stats if campaign is not None else None,
+                            campaign.icons if campaign is not None else None,
+                            items=campaign.items if campaign is not None else None,
+                            cast=campaign.cast if campaign is not None else record.cast)
+        encode = lambda doc: msgspec.json.encode(doc).decode()  # noqa: E731
+        return pb.SessionView(
+            session_id=record.id, campaign=record.campaign, title=record.title,
+            status=record.status,
+            free_text=(campaign is None
+                       or frontend.free_text_allowed(campaign.manifest.fields)),
+            state_json=encode(view["state"]), stats_json=encode(view["stats"]),
+            icons_json=encode(view["icons"]), inventory_json=encode(view["inventory"]),
+            npcs_json=encode(view["npcs"]), choices=record.choices,
+            last_narration=record.last_narration, turns=record.turns)
+
+    def _data_folder(self, record: SessionRecord) -> Path | None:
+        try:
+            return frontend.playthrough_dir(Path(self.d.data_dir), record.playthrough_id)
+        except frontend.AssetNotFound:
+            return None
+
+    async def ListAssets(self, request: pb.SessionRef,
+                         context: grpc.aio.ServicerContext) -> pb.ListAssetsResponse:
+        record = await self._session(request, context)
+        campaign = await self._campaign_of(record)
+
+        def listing() -> list[frontend.AssetSummary]:
+            return frontend.list_assets(campaign.assets if campaign is not None else (),
+                                        self._data_folder(record))
+
+        assets = await _call(context, asyncio.to_thread(listing))
+        return pb.ListAssetsResponse(assets=[pb.AssetInfo(
+            path=a.path, kind=a.kind, media_type=a.media_type, title=a.title,
+            keywords=a.keywords, size_bytes=a.size_bytes) for a in assets])
+
+    async def GetAsset(self, request: pb.AssetRequest,
+                       context: grpc.aio.ServicerContext) -> pb.Asset:
+        record = await self._session(request, context)
+        campaign = await self._campaign_of(record)
+
+        def read() -> bytes:
+            target = frontend.resolve_asset(
+                request.path, campaign.root if campaign is not None else None,
+                (a.path for a in campaign.assets) if campaign is not None else (),
+                self._data_folder(record))
+            return frontend.read_asset(target, request.path)
+
+        data = await _call(context, asyncio.to_thread(read))
+        return pb.Asset(path=request.path, media_type=frontend.media_type(request.path), data=data)
+
+    # -- skill settings -----------------------------------------------------------------
+
+    async def _skill(self, name: str, context: grpc.aio.ServicerContext) -> Skill:
+        if not name or len(name) > 200:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                "skill: a skill name of 1-200 characters")
+        skills = await _call(context, self.d.actors["supervisor"].skills.remote(None))
+        path = next((s["path"] for s in skills if s["name"] == name), None)
+        skill = (await asyncio.to_thread(_load_skills, [path])).get(path) if path else None
+        if skill is None:
+            await context.abort(grpc.StatusCode.NOT_FOUND,
+                                f"skill: no skill named {name!r} (see ListSkills)")
+        return skill
+
+    @staticmethod
+    def _config_view(skill: Skill, saved: bool = False,
+                     problems: tuple[tuple[str, str], ...] | list[tuple[str, str]] = ()
+                     ) -> pb.SkillConfigView:
+        view = skill_config.describe(skill)
+        return pb.SkillConfigView(
+            skill=skill.name, description=skill.description, enabled=bool(view["enabled"]),
+            view_json=msgspec.json.encode(view).decode(), saved=saved,
+            problems=[pb.FieldProblem(field=f, message=m) for f, m in problems])
+
+    async def GetSkillConfig(self, request: pb.SkillConfigRequest,
+                             context: grpc.aio.ServicerContext) -> pb.SkillConfigView:
+        skill = await self._skill(request.skill, context)
+        return await _call(context, asyncio.to_thread(self._config_view, skill))
+
+    async def SetSkillConfig(self, request: pb.SetSkillConfigRequest,
+                             context: grpc.aio.ServicerContext) -> pb.SkillConfigView:
+        skill = await self._skill(request.skill, context)
+        assignments = sorted(request.set.items())
+        unset = list(request.unset)
+
+        def save() -> pb.SkillConfigView:
+            try:
+                skill_config.update_config(skill, assignments, unset)
+            except skill_config.ConfigError as exc:  # nothing was written
+                named = [*skill_config.fields(skill.config_schema), *request.set, *unset]
+                return self._config_view(skill, False,
+                                         frontend.field_problems(exc.problems, named))
+            return self._config_view(skill, True)
+
+        return await _call(context, asyncio.to_thread(save))
+
+    async def SetSkillEnabled(self, request: pb.SetSkillEnabledRequest,
+                              context: grpc.aio.ServicerContext) -> pb.SkillConfigView:
+        skill = await self._skill(request.skill, context)
+
+        def switch() -> pb.SkillConfigView:
+            skill_config.set_enabled(skill.name, request.enabled)
+            return self._config_view(skill, True)
+
+        return await _call(context, asyncio.to_thread(switch))
+
+    # -- characters ------------------------------------------------------------------------
+
+    async def ListCharacters(self, request: pb.ListCharactersRequest,
+                             context: grpc.aio.ServicerContext) -> pb.ListCharactersResponse:
+        found = await _call(context, asyncio.to_thread(self.characters.list))
+        return pb.ListCharactersResponse(characters=[character_pb(c) for c in found])
+
+    async def GetCharacterPortrait(self, request: pb.CharacterRef,
+                                   context: grpc.aio.ServicerContext) -> pb.Asset:
+        def read() -> bytes:
+            character = self.characters.get(request.id)
+            path = self.characters.portrait_file(character)
+            if path is None or not path.is_file():
+                raise CharacterNotFound(f"portrait: character {request.id!r} has none")
+            return path.read_bytes()
+
+        data = await _call(context, asyncio.to_thread(read))
+        return pb.Asset(path=f"character/{request.id}/portrait.png", media_type="image/png",
+                        data=data)
+
+    async def SaveCharacter(self, request: pb.SaveCharacterRequest,
+                            context: grpc.aio.ServicerContext) -> pb.CharacterInfo:
+        def save() -> FreshCharacter:
+            if not request.id:
+                return self.characters.create(request.description, request.portrait or None,
+                                              request.name or None)
+            return self.characters.edit(request.id, description=request.description or None,
+                                        portrait=request.portrait or None,
+                                        name=request.name or None)
+
+        return character_pb(await _call(context, asyncio.to_thread(save)))
+
+    async def DeleteCharacter(self, request: pb.CharacterRef,
+                              context: grpc.aio.ServicerContext) -> pb.CharacterInfo:
+        def delete() -> FreshCharacter:
+            character = self.characters.get(request.id)
+            self.characters.delete(request.id)
+            return character
+
+        return character_pb(await _call(context, asyncio.to_thread(delete)))
 
 
 async def _skill_playthrough(supervisor: Any, context: grpc.aio.ServicerContext) -> str:

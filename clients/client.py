@@ -254,6 +254,56 @@ class NarratoriaClient:
     def list_skills(self, session_id: str = "") -> list[pb.SkillInfo]:
         return list(self._call("ListSkills", pb.ListSkillsRequest(session_id=session_id)).skills)
 
+    # -- front-end data (web and other graphical front-ends) -----------------------
+
+    def list_campaigns(self) -> list[pb.CampaignInfo]:
+        """The campaigns a player can start (built-in, then the user's), validated."""
+        return list(self._call("ListCampaigns", pb.ListCampaignsRequest(),
+                               timeout_s=max(self.timeout_s, 60.0)).campaigns)
+
+    def get_session_view(self, session_id: str) -> pb.SessionView:
+        """What a page draws for the session: state without hidden stats, visible stats,
+        icons (§6.2.13), inventory, NPCs, choices (``*_json`` fields hold JSON)."""
+        return self._call("GetSessionView", pb.SessionRef(session_id=session_id))
+
+    def list_assets(self, session_id: str) -> list[pb.AssetInfo]:
+        return list(self._call("ListAssets", pb.SessionRef(session_id=session_id)).assets)
+
+    def get_asset(self, session_id: str, path: str) -> pb.Asset:
+        """One asset's bytes: ``campaign/<rel>`` or ``data/<rel>`` (at most 16 MiB)."""
+        return self._call("GetAsset", pb.AssetRequest(session_id=session_id, path=path))
+
+    def get_skill_config(self, skill: str) -> pb.SkillConfigView:
+        return self._call("GetSkillConfig", pb.SkillConfigRequest(skill=skill))
+
+    def set_skill_config(self, skill: str, set: dict[str, str] | None = None,
+                         unset: list[str] | None = None) -> pb.SkillConfigView:
+        """Save settings, all or nothing: ``saved`` is False (and ``problems`` names each
+        field) when any value is refused; values are text as ``--set key=value`` takes."""
+        return self._call("SetSkillConfig", pb.SetSkillConfigRequest(
+            skill=skill, set=dict(set or {}), unset=list(unset or [])))
+
+    def set_skill_enabled(self, skill: str, enabled: bool) -> pb.SkillConfigView:
+        return self._call("SetSkillEnabled", pb.SetSkillEnabledRequest(skill=skill,
+                                                                       enabled=enabled))
+
+    def list_characters(self) -> list[pb.CharacterInfo]:
+        return list(self._call("ListCharacters", pb.ListCharactersRequest()).characters)
+
+    def get_character_portrait(self, character_id: str) -> pb.Asset:
+        return self._call("GetCharacterPortrait", pb.CharacterRef(id=character_id))
+
+    def save_character(self, description: str = "", portrait: bytes = b"", name: str = "",
+                       character_id: str = "") -> pb.CharacterInfo:
+        """Create (no ``character_id``) or edit a fresh character; on edit an empty
+        field keeps its value. A refused field: ClientError INVALID_ARGUMENT whose
+        message starts with the field (description, portrait, name)."""
+        return self._call("SaveCharacter", pb.SaveCharacterRequest(
+            id=character_id, description=description, name=name, portrait=portrait))
+
+    def delete_character(self, character_id: str) -> pb.CharacterInfo:
+        return self._call("DeleteCharacter", pb.CharacterRef(id=character_id))
+
     def turn(self, session_id: str, text: str | None = None, choice: int | None = None, *,
              plan_json: str | None = None, execute_only: bool = False) -> Iterator[pb.TurnEvent]:
         """Play one turn: free ``text`` or a 1-based ``choice``, exactly one of them

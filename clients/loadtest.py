@@ -8,11 +8,10 @@ model). What it reports:
 - turns/s, and latency p50/p95/p99 of the whole turn (as the client saw it) and of
   each phase the coordinator timed (``TurnDone.timings_ms``: plan, execute,
   narrate, choices, store, total);
-- skill invocations (``tool_finished`` events) per second and their duration. The
-  daemon does not report a per-invocation queue wait: ``tool_started`` is sent
-  before the invocation takes one of the supervisor's process slots, so a tool's
-  duration includes its wait; the queue itself is sampled from Status (depth max and
-  mean) and the mean wait estimated from it by Little's law (mean depth / rate);
+- skill invocations (``tool_finished`` events) per second, their duration and
+  their queue wait (``queue_ms``: the wait for one of the supervisor's process
+  slots, measured by the daemon per invocation and part of the duration); the queue
+  depth is sampled from Status too (max and mean);
 - failures by category: ``grpc:<CODE>`` (a refused or broken turn), ``noDone`` (a
   stream that ended without its done event), ``fallback`` (fallback events),
   ``toolFailed`` (tool_finished with ok false), ``errorEvent`` (a tool's protocol
@@ -74,6 +73,7 @@ class _Tally:
         self.per_client: dict[int, list[float]] = {}
         self.phases: dict[str, list[float]] = {}
         self.tool_ms: list[float] = []
+        self.queue_ms: list[float] = []
         self.tools_failed = 0
         self.failures: dict[str, int] = {}
         self.turns_ok = 0
@@ -212,6 +212,7 @@ def _play_turn(client: Any, sid: str, i: int, t: int, plan_json: str | None,
     timings: dict[str, int] = {}
     done = False
     tools: list[float] = []
+    queued: list[float] = []
     tool_failed = fallbacks = errors = 0
     try:
         if plan_json is not None:
@@ -222,6 +223,7 @@ def _play_turn(client: Any, sid: str, i: int, t: int, plan_json: str | None,
             kind = event.WhichOneof("event")
             if kind == "tool_finished":
                 tools.append(float(event.tool_finished.duration_ms))
+                queued.append(float(event.tool_finished.queue_ms))
                 tool_failed += not event.tool_finished.ok
             elif kind == "fallback":
                 fallbacks += 1
@@ -244,6 +246,7 @@ def _play_turn(client: Any, sid: str, i: int, t: int, plan_json: str | None,
     with tally.lock:
         tally.turns_done += 1
         tally.tool_ms.extend(tools)
+        tally.queue_ms.extend(queued)
         tally.tools_failed += tool_failed
         for category, n in (("toolFailed", tool_failed), ("fallback", fallbacks),
                             ("errorEvent", errors)):
@@ -375,13 +378,15 @@ def run_loadtest(client_factory: Callable[[], Any], clients: int, turns: int | N
             "invocations": invocations, "failed": tally.tools_failed,
             "perS": round(rate, 3),
             "durationMs": _dist(tally.tool_ms),  # includes the wait for a process slot
+            "queueWaitMs": _dist(tally.queue_ms),   # that wait, as the daemon measured it
             "limit": limit, "requestedConcurrency": skill_concurrency,
             "peakLive": peak, "peakLiveDaemon": daemon_peak,
             "limitHeld": bool(limit) and max(peak, daemon_peak) <= limit,
             "statusSamples": len(sampler.live), "statusErrors": sampler.errors,
             "queue": {"depthMax": max(sampler.depth, default=0),
                       "depthMean": round(depth_mean, 3),
-                      # Little's law: mean wait = mean queue length / arrival rate.
+                      # Little's law (mean wait = mean queue length / arrival rate): a
+                      # cross-check of queueWaitMs from the sampled depth.
                       "estimatedWaitMs": round(depth_mean / all_rate * 1000, 1) if all_rate else None},
         },
         "failures": {"total": sum(tally.failures.values()), "turnErrors": errors,
@@ -416,8 +421,8 @@ def summary(r: dict[str, Any]) -> list[str]:
         f"turn ms p50/p95/p99 {lat['turn']['p50']}/{lat['turn']['p95']}/{lat['turn']['p99']}"
         + (f"; {phases}" if phases else ""),
         f"skills: {sk['invocations']} invocations, {sk['perS']}/s, duration p50 "
-        f"{sk['durationMs']['p50']} ms, queue max {sk['queue']['depthMax']} (est. wait "
-        f"{sk['queue']['estimatedWaitMs']} ms), peak live {sk['peakLive']}/{sk['limit']} "
+        f"{sk['durationMs']['p50']} ms, queue wait p50/p95 {sk['queueWaitMs']['p50']}/"
+        f"{sk['queueWaitMs']['p95']} ms (max depth {sk['queue']['depthMax']}), peak live {sk['peakLive']}/{sk['limit']} "
         f"(daemon's since start {sk['peakLiveDaemon']}; {'held' if sk['limitHeld'] else 'EXCEEDED'})",
         f"failures {r['failures']['total']} {r['failures']['byCategory'] or ''}".rstrip()
         + f"; fairness ratio {r['fairness']['ratio']}; leaked {r['leaked']['count']}"

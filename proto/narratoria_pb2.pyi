@@ -265,20 +265,22 @@ class ToolOutput(_message.Message):
     def __init__(self, tool_id: _Optional[str] = ..., type: _Optional[str] = ..., event_json: _Optional[str] = ..., attempt: _Optional[int] = ...) -> None: ...
 
 class ToolFinished(_message.Message):
-    __slots__ = ("tool_id", "ok", "error", "duration_ms", "output_json", "attempt")
+    __slots__ = ("tool_id", "ok", "error", "duration_ms", "output_json", "attempt", "queue_ms")
     TOOL_ID_FIELD_NUMBER: _ClassVar[int]
     OK_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     DURATION_MS_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_JSON_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_MS_FIELD_NUMBER: _ClassVar[int]
     tool_id: str
     ok: bool
     error: str
     duration_ms: int
     output_json: str
     attempt: int
-    def __init__(self, tool_id: _Optional[str] = ..., ok: _Optional[bool] = ..., error: _Optional[str] = ..., duration_ms: _Optional[int] = ..., output_json: _Optional[str] = ..., attempt: _Optional[int] = ...) -> None: ...
+    queue_ms: int
+    def __init__(self, tool_id: _Optional[str] = ..., ok: _Optional[bool] = ..., error: _Optional[str] = ..., duration_ms: _Optional[int] = ..., output_json: _Optional[str] = ..., attempt: _Optional[int] = ..., queue_ms: _Optional[int] = ...) -> None: ...
 
 class Replan(_message.Message):
     __slots__ = ("attempt", "reason", "failed_tools", "disabled_skills")
@@ -342,18 +344,22 @@ class ListSkillsRequest(_message.Message):
     def __init__(self, session_id: _Optional[str] = ...) -> None: ...
 
 class SkillInfo(_message.Message):
-    __slots__ = ("name", "description", "scripts", "health", "path")
+    __slots__ = ("name", "description", "scripts", "health", "path", "enabled", "has_settings")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     SCRIPTS_FIELD_NUMBER: _ClassVar[int]
     HEALTH_FIELD_NUMBER: _ClassVar[int]
     PATH_FIELD_NUMBER: _ClassVar[int]
+    ENABLED_FIELD_NUMBER: _ClassVar[int]
+    HAS_SETTINGS_FIELD_NUMBER: _ClassVar[int]
     name: str
     description: str
     scripts: _containers.RepeatedScalarFieldContainer[str]
     health: str
     path: str
-    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., scripts: _Optional[_Iterable[str]] = ..., health: _Optional[str] = ..., path: _Optional[str] = ...) -> None: ...
+    enabled: bool
+    has_settings: bool
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., scripts: _Optional[_Iterable[str]] = ..., health: _Optional[str] = ..., path: _Optional[str] = ..., enabled: _Optional[bool] = ..., has_settings: _Optional[bool] = ...) -> None: ...
 
 class ListSkillsResponse(_message.Message):
     __slots__ = ("skills",)
@@ -412,6 +418,211 @@ class StatusResponse(_message.Message):
     model_file: str
     model_quantization: str
     def __init__(self, version: _Optional[str] = ..., actors: _Optional[_Iterable[_Union[ActorStatus, _Mapping]]] = ..., model_path: _Optional[str] = ..., model_loads: _Optional[int] = ..., model_load_seconds: _Optional[float] = ..., model_queue_depth: _Optional[int] = ..., live_skill_processes: _Optional[int] = ..., skill_process_limit: _Optional[int] = ..., skill_queue_depth: _Optional[int] = ..., peak_skill_processes: _Optional[int] = ..., sessions: _Optional[int] = ..., turns_in_flight: _Optional[int] = ..., uptime_s: _Optional[float] = ..., data_dir: _Optional[str] = ..., model_file: _Optional[str] = ..., model_quantization: _Optional[str] = ...) -> None: ...
+
+class ListCampaignsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class CampaignInfo(_message.Message):
+    __slots__ = ("id", "title", "description", "path", "builtin", "free_text", "valid", "errors", "version")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    BUILTIN_FIELD_NUMBER: _ClassVar[int]
+    FREE_TEXT_FIELD_NUMBER: _ClassVar[int]
+    VALID_FIELD_NUMBER: _ClassVar[int]
+    ERRORS_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    title: str
+    description: str
+    path: str
+    builtin: bool
+    free_text: bool
+    valid: bool
+    errors: _containers.RepeatedScalarFieldContainer[str]
+    version: str
+    def __init__(self, id: _Optional[str] = ..., title: _Optional[str] = ..., description: _Optional[str] = ..., path: _Optional[str] = ..., builtin: _Optional[bool] = ..., free_text: _Optional[bool] = ..., valid: _Optional[bool] = ..., errors: _Optional[_Iterable[str]] = ..., version: _Optional[str] = ...) -> None: ...
+
+class ListCampaignsResponse(_message.Message):
+    __slots__ = ("campaigns",)
+    CAMPAIGNS_FIELD_NUMBER: _ClassVar[int]
+    campaigns: _containers.RepeatedCompositeFieldContainer[CampaignInfo]
+    def __init__(self, campaigns: _Optional[_Iterable[_Union[CampaignInfo, _Mapping]]] = ...) -> None: ...
+
+class SessionView(_message.Message):
+    __slots__ = ("session_id", "campaign", "free_text", "state_json", "stats_json", "icons_json", "inventory_json", "npcs_json", "choices", "last_narration", "turns", "title", "status")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    CAMPAIGN_FIELD_NUMBER: _ClassVar[int]
+    FREE_TEXT_FIELD_NUMBER: _ClassVar[int]
+    STATE_JSON_FIELD_NUMBER: _ClassVar[int]
+    STATS_JSON_FIELD_NUMBER: _ClassVar[int]
+    ICONS_JSON_FIELD_NUMBER: _ClassVar[int]
+    INVENTORY_JSON_FIELD_NUMBER: _ClassVar[int]
+    NPCS_JSON_FIELD_NUMBER: _ClassVar[int]
+    CHOICES_FIELD_NUMBER: _ClassVar[int]
+    LAST_NARRATION_FIELD_NUMBER: _ClassVar[int]
+    TURNS_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    campaign: str
+    free_text: bool
+    state_json: str
+    stats_json: str
+    icons_json: str
+    inventory_json: str
+    npcs_json: str
+    choices: _containers.RepeatedScalarFieldContainer[str]
+    last_narration: str
+    turns: int
+    title: str
+    status: str
+    def __init__(self, session_id: _Optional[str] = ..., campaign: _Optional[str] = ..., free_text: _Optional[bool] = ..., state_json: _Optional[str] = ..., stats_json: _Optional[str] = ..., icons_json: _Optional[str] = ..., inventory_json: _Optional[str] = ..., npcs_json: _Optional[str] = ..., choices: _Optional[_Iterable[str]] = ..., last_narration: _Optional[str] = ..., turns: _Optional[int] = ..., title: _Optional[str] = ..., status: _Optional[str] = ...) -> None: ...
+
+class AssetInfo(_message.Message):
+    __slots__ = ("path", "kind", "media_type", "title", "keywords", "size_bytes")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    MEDIA_TYPE_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    KEYWORDS_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    kind: str
+    media_type: str
+    title: str
+    keywords: _containers.RepeatedScalarFieldContainer[str]
+    size_bytes: int
+    def __init__(self, path: _Optional[str] = ..., kind: _Optional[str] = ..., media_type: _Optional[str] = ..., title: _Optional[str] = ..., keywords: _Optional[_Iterable[str]] = ..., size_bytes: _Optional[int] = ...) -> None: ...
+
+class ListAssetsResponse(_message.Message):
+    __slots__ = ("assets",)
+    ASSETS_FIELD_NUMBER: _ClassVar[int]
+    assets: _containers.RepeatedCompositeFieldContainer[AssetInfo]
+    def __init__(self, assets: _Optional[_Iterable[_Union[AssetInfo, _Mapping]]] = ...) -> None: ...
+
+class AssetRequest(_message.Message):
+    __slots__ = ("session_id", "path")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    path: str
+    def __init__(self, session_id: _Optional[str] = ..., path: _Optional[str] = ...) -> None: ...
+
+class Asset(_message.Message):
+    __slots__ = ("path", "media_type", "data")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    MEDIA_TYPE_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    media_type: str
+    data: bytes
+    def __init__(self, path: _Optional[str] = ..., media_type: _Optional[str] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class SkillConfigRequest(_message.Message):
+    __slots__ = ("skill",)
+    SKILL_FIELD_NUMBER: _ClassVar[int]
+    skill: str
+    def __init__(self, skill: _Optional[str] = ...) -> None: ...
+
+class SetSkillConfigRequest(_message.Message):
+    __slots__ = ("skill", "set", "unset")
+    class SetEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    SKILL_FIELD_NUMBER: _ClassVar[int]
+    SET_FIELD_NUMBER: _ClassVar[int]
+    UNSET_FIELD_NUMBER: _ClassVar[int]
+    skill: str
+    set: _containers.ScalarMap[str, str]
+    unset: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, skill: _Optional[str] = ..., set: _Optional[_Mapping[str, str]] = ..., unset: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class SetSkillEnabledRequest(_message.Message):
+    __slots__ = ("skill", "enabled")
+    SKILL_FIELD_NUMBER: _ClassVar[int]
+    ENABLED_FIELD_NUMBER: _ClassVar[int]
+    skill: str
+    enabled: bool
+    def __init__(self, skill: _Optional[str] = ..., enabled: _Optional[bool] = ...) -> None: ...
+
+class FieldProblem(_message.Message):
+    __slots__ = ("field", "message")
+    FIELD_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    field: str
+    message: str
+    def __init__(self, field: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+
+class SkillConfigView(_message.Message):
+    __slots__ = ("skill", "description", "enabled", "view_json", "saved", "problems")
+    SKILL_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    ENABLED_FIELD_NUMBER: _ClassVar[int]
+    VIEW_JSON_FIELD_NUMBER: _ClassVar[int]
+    SAVED_FIELD_NUMBER: _ClassVar[int]
+    PROBLEMS_FIELD_NUMBER: _ClassVar[int]
+    skill: str
+    description: str
+    enabled: bool
+    view_json: str
+    saved: bool
+    problems: _containers.RepeatedCompositeFieldContainer[FieldProblem]
+    def __init__(self, skill: _Optional[str] = ..., description: _Optional[str] = ..., enabled: _Optional[bool] = ..., view_json: _Optional[str] = ..., saved: _Optional[bool] = ..., problems: _Optional[_Iterable[_Union[FieldProblem, _Mapping]]] = ...) -> None: ...
+
+class ListCharactersRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class CharacterInfo(_message.Message):
+    __slots__ = ("id", "name", "description", "fresh", "campaigns", "created_at_ms", "updated_at_ms", "has_portrait")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    FRESH_FIELD_NUMBER: _ClassVar[int]
+    CAMPAIGNS_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    HAS_PORTRAIT_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    name: str
+    description: str
+    fresh: bool
+    campaigns: _containers.RepeatedScalarFieldContainer[str]
+    created_at_ms: int
+    updated_at_ms: int
+    has_portrait: bool
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., description: _Optional[str] = ..., fresh: _Optional[bool] = ..., campaigns: _Optional[_Iterable[str]] = ..., created_at_ms: _Optional[int] = ..., updated_at_ms: _Optional[int] = ..., has_portrait: _Optional[bool] = ...) -> None: ...
+
+class ListCharactersResponse(_message.Message):
+    __slots__ = ("characters",)
+    CHARACTERS_FIELD_NUMBER: _ClassVar[int]
+    characters: _containers.RepeatedCompositeFieldContainer[CharacterInfo]
+    def __init__(self, characters: _Optional[_Iterable[_Union[CharacterInfo, _Mapping]]] = ...) -> None: ...
+
+class CharacterRef(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class SaveCharacterRequest(_message.Message):
+    __slots__ = ("id", "description", "name", "portrait")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PORTRAIT_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    description: str
+    name: str
+    portrait: bytes
+    def __init__(self, id: _Optional[str] = ..., description: _Optional[str] = ..., name: _Optional[str] = ..., portrait: _Optional[bytes] = ...) -> None: ...
 
 class PutRequest(_message.Message):
     __slots__ = ("data_type", "record_json", "skill_scope")

@@ -89,6 +89,61 @@ class NarratoriaStub:
                 request_serializer=narratoria_dot_proto_dot_narratoria__pb2.IngestCampaignRequest.SerializeToString,
                 response_deserializer=narratoria_dot_proto_dot_narratoria__pb2.IngestProgress.FromString,
                 _registered_method=True)
+        self.ListCampaigns = channel.unary_unary(
+                '/narratoria.v1.Narratoria/ListCampaigns',
+                request_serializer=narratoria_dot_proto_dot_narratoria__pb2.ListCampaignsRequest.SerializeToString,
+                response_deserializer=narratoria_dot_proto_dot_narratoria__pb2.ListCampaignsResponse.FromString,
+                _registered_method=True)
+        self.GetSessionView = channel.unary_unary(
+                '/narratoria.v1.Narratoria/GetSessionView',
+                request_serializer=narratoria_dot_proto_dot_narratoria__pb2.SessionRef.SerializeToString,
+                response_deserializer=narratoria_dot_proto_dot_narratoria__pb2.SessionView.FromString,
+                _registered_method=True)
+        self.ListAssets = channel.unary_unary(
+                '/narratoria.v1.Narratoria/ListAssets',
+                request_serializer=narratoria_dot_proto_dot_narratoria__pb2.SessionRef.SerializeToString,
+                response_deserializer=narratoria_dot_proto_dot_narratoria__pb2.ListAssetsResponse.FromString,
+                _registered_method=True)
+        self.GetAsset = channel.unary_unary(
+                '/narratoria.v1.Narratoria/GetAsset',
+                request_serializer=narratoria_dot_proto_dot_narratoria__pb2.AssetRequest.SerializeToString,
+                response_deserializer=narratoria_dot_proto_dot_narratoria__pb2.Asset.FromString,
+                _registered_method=True)
+        self.GetSkillConfig = channel.unary_unary(
+                '/narratoria.v1.Narratoria/GetSkillConfig',
+                request_serializer=narratoria_dot_proto_dot_narratoria__pb2.SkillConfigRequest.SerializeToString,
+                response_deserializer=narratoria_dot_proto_dot_narratoria__pb2.SkillConfigView.FromString,
+                _registered_method=True)
+        self.SetSkillConfig = channel.unary_unary(
+                '/narratoria.v1.Narratoria/SetSkillConfig',
+                request_serializer=narratoria_dot_proto_dot_narratoria__pb2.SetSkillConfigRequest.SerializeToString,
+                response_deserializer=narratoria_dot_proto_dot_narratoria__pb2.SkillConfigView.FromString,
+                _registered_method=True)
+        self.SetSkillEnabled = channel.unary_unary(
+                '/narratoria.v1.Narratoria/SetSkillEnabled',
+                request_serializer=narratoria_dot_proto_dot_narratoria__pb2.SetSkillEnabledRequest.SerializeToString,
+                response_deserializer=narratoria_dot_proto_dot_narratoria__pb2.SkillConfigView.FromString,
+                _registered_method=True)
+        self.ListCharacters = channel.unary_unary(
+                '/narratoria.v1.Narratoria/ListCharacters',
+                request_serializer=narratoria_dot_proto_dot_narratoria__pb2.ListCharactersRequest.SerializeToString,
+                response_deserializer=narratoria_dot_proto_dot_narratoria__pb2.ListCharactersResponse.FromString,
+                _registered_method=True)
+        self.GetCharacterPortrait = channel.unary_unary(
+                '/narratoria.v1.Narratoria/GetCharacterPortrait',
+                request_serializer=narratoria_dot_proto_dot_narratoria__pb2.CharacterRef.SerializeToString,
+                response_deserializer=narratoria_dot_proto_dot_narratoria__pb2.Asset.FromString,
+                _registered_method=True)
+        self.SaveCharacter = channel.unary_unary(
+                '/narratoria.v1.Narratoria/SaveCharacter',
+                request_serializer=narratoria_dot_proto_dot_narratoria__pb2.SaveCharacterRequest.SerializeToString,
+                response_deserializer=narratoria_dot_proto_dot_narratoria__pb2.CharacterInfo.FromString,
+                _registered_method=True)
+        self.DeleteCharacter = channel.unary_unary(
+                '/narratoria.v1.Narratoria/DeleteCharacter',
+                request_serializer=narratoria_dot_proto_dot_narratoria__pb2.CharacterRef.SerializeToString,
+                response_deserializer=narratoria_dot_proto_dot_narratoria__pb2.CharacterInfo.FromString,
+                _registered_method=True)
 
 
 class NarratoriaServicer:
@@ -172,6 +227,86 @@ class NarratoriaServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListCampaigns(self, request, context):
+        """What a web (or any graphical) front-end needs besides playing turns.
+        The campaigns a player can start (built-in then user), each validated.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetSessionView(self, request, context):
+        """Everything the page draws after a state change, in one call: the state with
+        hidden stats removed, visible stat definitions, resolved icons (§6.2.13),
+        inventory, NPCs and the choices. Same ownership rule as GetState.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListAssets(self, request, context):
+        """The session's assets (read-only): its campaign folder ("campaign/<rel>") and its
+        playthrough data folder ("data/<rel>"). A path that leaves its folder (.., an
+        absolute path, a symlink out) is INVALID_ARGUMENT naming it; a missing one NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetAsset(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetSkillConfig(self, request, context):
+        """Skill settings (§3.3), through the daemon: it owns the settings files.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetSkillConfig(self, request, context):
+        """All or nothing: any invalid value -> saved = false, every problem by field,
+        nothing written. Unknown skill -> NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetSkillEnabled(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListCharacters(self, request, context):
+        """Fresh player characters (§6.2.7) in the daemon's data dir.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetCharacterPortrait(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SaveCharacter(self, request, context):
+        """id "" creates. A refused field is INVALID_ARGUMENT whose message starts
+        "<field>: " (description | portrait | name).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteCharacter(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_NarratoriaServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -229,6 +364,61 @@ def add_NarratoriaServicer_to_server(servicer, server):
                     servicer.IngestCampaign,
                     request_deserializer=narratoria_dot_proto_dot_narratoria__pb2.IngestCampaignRequest.FromString,
                     response_serializer=narratoria_dot_proto_dot_narratoria__pb2.IngestProgress.SerializeToString,
+            ),
+            'ListCampaigns': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListCampaigns,
+                    request_deserializer=narratoria_dot_proto_dot_narratoria__pb2.ListCampaignsRequest.FromString,
+                    response_serializer=narratoria_dot_proto_dot_narratoria__pb2.ListCampaignsResponse.SerializeToString,
+            ),
+            'GetSessionView': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSessionView,
+                    request_deserializer=narratoria_dot_proto_dot_narratoria__pb2.SessionRef.FromString,
+                    response_serializer=narratoria_dot_proto_dot_narratoria__pb2.SessionView.SerializeToString,
+            ),
+            'ListAssets': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAssets,
+                    request_deserializer=narratoria_dot_proto_dot_narratoria__pb2.SessionRef.FromString,
+                    response_serializer=narratoria_dot_proto_dot_narratoria__pb2.ListAssetsResponse.SerializeToString,
+            ),
+            'GetAsset': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetAsset,
+                    request_deserializer=narratoria_dot_proto_dot_narratoria__pb2.AssetRequest.FromString,
+                    response_serializer=narratoria_dot_proto_dot_narratoria__pb2.Asset.SerializeToString,
+            ),
+            'GetSkillConfig': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSkillConfig,
+                    request_deserializer=narratoria_dot_proto_dot_narratoria__pb2.SkillConfigRequest.FromString,
+                    response_serializer=narratoria_dot_proto_dot_narratoria__pb2.SkillConfigView.SerializeToString,
+            ),
+            'SetSkillConfig': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetSkillConfig,
+                    request_deserializer=narratoria_dot_proto_dot_narratoria__pb2.SetSkillConfigRequest.FromString,
+                    response_serializer=narratoria_dot_proto_dot_narratoria__pb2.SkillConfigView.SerializeToString,
+            ),
+            'SetSkillEnabled': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetSkillEnabled,
+                    request_deserializer=narratoria_dot_proto_dot_narratoria__pb2.SetSkillEnabledRequest.FromString,
+                    response_serializer=narratoria_dot_proto_dot_narratoria__pb2.SkillConfigView.SerializeToString,
+            ),
+            'ListCharacters': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListCharacters,
+                    request_deserializer=narratoria_dot_proto_dot_narratoria__pb2.ListCharactersRequest.FromString,
+                    response_serializer=narratoria_dot_proto_dot_narratoria__pb2.ListCharactersResponse.SerializeToString,
+            ),
+            'GetCharacterPortrait': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetCharacterPortrait,
+                    request_deserializer=narratoria_dot_proto_dot_narratoria__pb2.CharacterRef.FromString,
+                    response_serializer=narratoria_dot_proto_dot_narratoria__pb2.Asset.SerializeToString,
+            ),
+            'SaveCharacter': grpc.unary_unary_rpc_method_handler(
+                    servicer.SaveCharacter,
+                    request_deserializer=narratoria_dot_proto_dot_narratoria__pb2.SaveCharacterRequest.FromString,
+                    response_serializer=narratoria_dot_proto_dot_narratoria__pb2.CharacterInfo.SerializeToString,
+            ),
+            'DeleteCharacter': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteCharacter,
+                    request_deserializer=narratoria_dot_proto_dot_narratoria__pb2.CharacterRef.FromString,
+                    response_serializer=narratoria_dot_proto_dot_narratoria__pb2.CharacterInfo.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -528,6 +718,303 @@ class Narratoria:
             '/narratoria.v1.Narratoria/IngestCampaign',
             narratoria_dot_proto_dot_narratoria__pb2.IngestCampaignRequest.SerializeToString,
             narratoria_dot_proto_dot_narratoria__pb2.IngestProgress.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListCampaigns(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/narratoria.v1.Narratoria/ListCampaigns',
+            narratoria_dot_proto_dot_narratoria__pb2.ListCampaignsRequest.SerializeToString,
+            narratoria_dot_proto_dot_narratoria__pb2.ListCampaignsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSessionView(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/narratoria.v1.Narratoria/GetSessionView',
+            narratoria_dot_proto_dot_narratoria__pb2.SessionRef.SerializeToString,
+            narratoria_dot_proto_dot_narratoria__pb2.SessionView.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAssets(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/narratoria.v1.Narratoria/ListAssets',
+            narratoria_dot_proto_dot_narratoria__pb2.SessionRef.SerializeToString,
+            narratoria_dot_proto_dot_narratoria__pb2.ListAssetsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetAsset(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/narratoria.v1.Narratoria/GetAsset',
+            narratoria_dot_proto_dot_narratoria__pb2.AssetRequest.SerializeToString,
+            narratoria_dot_proto_dot_narratoria__pb2.Asset.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSkillConfig(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/narratoria.v1.Narratoria/GetSkillConfig',
+            narratoria_dot_proto_dot_narratoria__pb2.SkillConfigRequest.SerializeToString,
+            narratoria_dot_proto_dot_narratoria__pb2.SkillConfigView.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetSkillConfig(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/narratoria.v1.Narratoria/SetSkillConfig',
+            narratoria_dot_proto_dot_narratoria__pb2.SetSkillConfigRequest.SerializeToString,
+            narratoria_dot_proto_dot_narratoria__pb2.SkillConfigView.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetSkillEnabled(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/narratoria.v1.Narratoria/SetSkillEnabled',
+            narratoria_dot_proto_dot_narratoria__pb2.SetSkillEnabledRequest.SerializeToString,
+            narratoria_dot_proto_dot_narratoria__pb2.SkillConfigView.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListCharacters(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/narratoria.v1.Narratoria/ListCharacters',
+            narratoria_dot_proto_dot_narratoria__pb2.ListCharactersRequest.SerializeToString,
+            narratoria_dot_proto_dot_narratoria__pb2.ListCharactersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetCharacterPortrait(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/narratoria.v1.Narratoria/GetCharacterPortrait',
+            narratoria_dot_proto_dot_narratoria__pb2.CharacterRef.SerializeToString,
+            narratoria_dot_proto_dot_narratoria__pb2.Asset.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SaveCharacter(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/narratoria.v1.Narratoria/SaveCharacter',
+            narratoria_dot_proto_dot_narratoria__pb2.SaveCharacterRequest.SerializeToString,
+            narratoria_dot_proto_dot_narratoria__pb2.CharacterInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteCharacter(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/narratoria.v1.Narratoria/DeleteCharacter',
+            narratoria_dot_proto_dot_narratoria__pb2.CharacterRef.SerializeToString,
+            narratoria_dot_proto_dot_narratoria__pb2.CharacterInfo.FromString,
             options,
             channel_credentials,
             insecure,

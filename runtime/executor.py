@@ -168,6 +168,7 @@ class _PlanRun:
         self.results: dict[str, ToolResult] = {}
         self.outcomes: dict[str, InvocationOutcome] = {}
         self.running: dict[str, float] = {}
+        self.queued_s: dict[str, float] = {}  # each tool's wait for process slots
         self.error: ToolError | None = None
 
     # -- preparation -----------------------------------------------------------------
@@ -316,7 +317,9 @@ class _PlanRun:
                     await asyncio.sleep(res.policy.delay_s(attempt))
                 self.sink(ExecutorEvent("tool_started", tool.toolId, attempt,
                                         event={"toolPath": tool.toolPath}))
-                async with self.ex.slots.slot() if self.ex.slots is not None else nullcontext():
+                async with (self.ex.slots.slot() if self.ex.slots is not None
+                            else nullcontext(0.0)) as waited:
+                    self.queued_s[tool.toolId] = self.queued_s.get(tool.toolId, 0.0) + waited
                     outcome = await run_script(
                         res.path, stdin, limits=limits, env=env, cwd=cwd,
                         on_event=self._forward(tool.toolId, attempt, events),
@@ -382,7 +385,10 @@ class _PlanRun:
 
     def _finish(self, result: ToolResult) -> None:
         self.results[result.toolId] = result
-        self.sink(ExecutorEvent("tool_finished", result.toolId, result.retryCount, result=result))
+        # The wait for a daemon process slot, every attempt's: part of executionTimeMs.
+        queued_ms = int(self.queued_s.get(result.toolId, 0.0) * 1000)
+        self.sink(ExecutorEvent("tool_finished", result.toolId, result.retryCount,
+                                event={"queueMs": queued_ms}, result=result))
 
     def plan_timed_out(self, plan_timeout: float) -> None:
         self.error = ToolError(

@@ -163,6 +163,7 @@ def _tool_event(emit: Emit, event: ExecutorEvent) -> None:
         emit("tool_finished", {"tool_id": event.tool_id, "ok": result.state == "success",
                                "error": result.error.message if result.error else "",
                                "duration_ms": result.executionTimeMs,
+                               "queue_ms": int((event.event or {}).get("queueMs", 0)),
                                "output_json": _json(result.output), "attempt": result.retryCount})
 
 

@@ -10,6 +10,7 @@ failure.
 from __future__ import annotations
 
 import asyncio
+import time
 from contextlib import asynccontextmanager
 from typing import AsyncIterator
 
@@ -26,17 +27,21 @@ class ProcessSlots:
         self.started = 0
 
     @asynccontextmanager
-    async def slot(self) -> AsyncIterator[None]:
+    async def slot(self) -> AsyncIterator[float]:
+        """Hold one slot; yields how long it was waited for, in seconds (the queue
+        wait a tool reports)."""
         self.waiting += 1
+        since = time.monotonic()
         try:
             await self._sem.acquire()
         finally:
             self.waiting -= 1
+        waited = time.monotonic() - since
         self.live += 1
         self.started += 1
         self.peak = max(self.peak, self.live)
         try:
-            yield
+            yield waited
         finally:
             self.live -= 1
             self._sem.release()

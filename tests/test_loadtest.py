@@ -46,6 +46,11 @@ def test_concurrent_fixed_plans_hold_the_limit_and_leak_nothing(limited_daemon):
     assert 1 <= skills["peakLive"] <= skills["peakLiveDaemon"] <= LIMIT
     assert skills["peakLiveDaemon"] == LIMIT  # 4 sessions x 3 parallel tools fill both slots
     assert skills["statusSamples"] > 0 and skills["queue"]["depthMax"] >= 1
+    # The daemon measures each invocation's wait for a slot: 12 sleeps of 0.2 s asking
+    # for 2 slots at once, so most wait at least one sleep; none waits longer than it ran.
+    wait = skills["queueWaitMs"]
+    assert wait["n"] == 36 and wait["max"] >= 190, wait
+    assert wait["max"] <= skills["durationMs"]["max"]
     assert report["leaked"]["count"] == 0 and report["leaked"]["statusLive"] == 0
     assert report["leaked"]["procScan"] and report["leaked"]["processes"] == []
     lat = report["latencyMs"]

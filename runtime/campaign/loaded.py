@@ -30,6 +30,7 @@ from .assets import AssetRecord, load_assets
 from .beats import Beat, read_beats
 from .discovery import discover
 from .frontmatter import read_metadata
+from .icons import IconIndex
 from .items import ItemCatalog, read_items
 from .manifest import Manifest, load_manifest
 from .problems import CampaignError
@@ -81,6 +82,11 @@ class LoadedCampaign:
     def assets(self) -> tuple[AssetRecord, ...]:
         """The accepted assets (assets.py): a rejected one (§6.2.14) is not among them."""
         return tuple(load_assets(self.root))
+
+    @functools.cached_property
+    def icons(self) -> IconIndex:
+        """The state-bound UI icons (§6.2.13, icons.py), indexed once per load."""
+        return IconIndex.build(self.root)
 
     def initial_state(self) -> dict[str, Any]:
         tree = merge_trees(self.stats.initial_state(), self.items.initial_state())
