@@ -284,6 +284,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return serve_main(args)
 
 
+def cmd_web(args: argparse.Namespace) -> int:
+    """The web front-end: a gateway (HTTP, a gRPC client of the daemon) serving the page."""
+    from .web.gateway import serve as serve_web
+
+    return serve_web(listen=args.listen, socket=args.socket, token=args.token)
+
+
 # -- turn --------------------------------------------------------------------------------
 
 _LOCAL_ONLY = {"state": "--state", "concurrency": "--concurrency",
@@ -954,6 +961,17 @@ def build_parser() -> argparse.ArgumentParser:
                             "then run on the node that offers it (see deploy/ray/README.md)")
     serve.add_argument("--json", action="store_true")
     serve.set_defaults(func=cmd_serve)
+
+    web = sub.add_parser("web", help="the web front-end: serve the page (a client of the daemon)",
+                         description="Serve the web page on http://127.0.0.1:8765/ (--listen). "
+                                     "A non-loopback address needs the daemon token, which "
+                                     "browsers then present (/login?token=TOKEN).")
+    web.add_argument("--listen", metavar="HOST:PORT", help="where to serve (default 127.0.0.1:8765)")
+    web.add_argument("--socket", metavar="PATH", help="the daemon's unix socket "
+                                                      "(default: NARRATORIA_ADDRESS or the data dir's)")
+    web.add_argument("--token", metavar="TOKEN", help="the daemon token (default: NARRATORIA_TOKEN "
+                                                      "or daemon.token)")
+    web.set_defaults(func=cmd_web)
 
     skills = sub.add_parser("skills", help="discover and check skills")
     skills_sub = skills.add_subparsers(dest="skills_command", metavar="ACTION", required=True)

@@ -1,0 +1,1 @@
+"""The web front-end: a Starlette gateway (a gRPC client of the daemon) and its page."""

@@ -1,0 +1,689 @@
+"""The web gateway (issue 9): a small Starlette app that is one gRPC client of the daemon.
+
+It serves the page (``static/``), answers a JSON API under ``/api/`` by calling the
+daemon's RPCs through :class:`NarratoriaClient`, and streams a turn's events to the
+browser as Server-Sent Events, each as soon as the daemon sends it. It keeps no game
+state and reads no game files: assets come from the daemon's ``GetAsset`` (which
+refuses paths outside the session's campaign and data folders), settings and
+characters are saved by the daemon.
+
+Access: on a loopback address anyone on the machine who can reach the port may play
+(as with the daemon's unix socket, which only its owner can open, the gateway runs
+as that owner). On any other address the gateway needs the daemon token and asks
+every request for it: ``Authorization: Bearer TOKEN``, or the cookie that
+``/login?token=TOKEN`` sets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import hmac
+import ipaddress
+import json
+import re
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any, AsyncIterator, Callable
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import (
+    FileResponse,
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from ..client import ClientError, NarratoriaClient, event_to_dict, message_to_dict
+
+__all__ = ["Gateway", "GatewayError", "create_app", "is_loopback", "parse_listen"]
+
+STATIC = Path(__file__).resolve().parent / "static"
+COOKIE = "narratoria_token"
+DEFAULT_PORT = 8765
+KEEPALIVE_S = 15.0
+MAX_UPLOAD = 16 * 1024 * 1024
+
+# gRPC status -> HTTP status for the JSON errors the page shows.
+_HTTP_STATUS = {
+    "INVALID_ARGUMENT": 400, "OUT_OF_RANGE": 400, "NOT_FOUND": 404, "ALREADY_EXISTS": 409,
+    "FAILED_PRECONDITION": 409, "ABORTED": 409, "UNAUTHENTICATED": 401,
+    "PERMISSION_DENIED": 403, "RESOURCE_EXHAUSTED": 429, "UNIMPLEMENTED": 501,
+    "UNAVAILABLE": 503, "DEADLINE_EXCEEDED": 504,
+}
+_FIELD_PREFIX = re.compile(r"^(?P<field>[a-z_]+): ")
+_SECURITY_HEADERS = {
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+}
+# The page loads nothing from anywhere else (it must work offline).
+_PAGE_CSP = ("default-src 'self'; img-src 'self' data: blob:; media-src 'self' blob:; "
+             "style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'")
+
+
+class GatewayError(Exception):
+    """A gateway that must not start (a bad --listen, a public address without a token)."""
+
+
+# -- listening address ---------------------------------------------------------------------
+
+def parse_listen(value: str) -> tuple[str, int]:
+    """``HOST:PORT``, ``[v6]:PORT``, ``HOST`` or ``:PORT`` -> (host, port)."""
+    value = value.strip()
+    host, port = value, ""
+    if value.startswith("["):
+        end = value.find("]")
+        if end < 0:
+            raise GatewayError(f"--listen {value!r}: unclosed [ in an IPv6 address")
+        host, rest = value[1:end], value[end + 1:]
+        if rest and not rest.startswith(":"):
+            raise GatewayError(f"--listen {value!r}: expected HOST:PORT")
+        port = rest[1:]
+    elif value.count(":") == 1:
+        host, port = value.split(":")
+    host = host or "127.0.0.1"
+    if not port:
+        return host, DEFAULT_PORT
+    if not port.isdigit() or not 0 <= int(port) < 65536:
+        raise GatewayError(f"--listen {value!r}: the port must be a number 0-65535")
+    return host, int(port)
+
+
+def is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to anything
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+def _error(status: int, code: str, message: str, **extra: Any) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message, **extra}}, status_code=status)
+
+
+def _client_error(exc: ClientError) -> JSONResponse:
+    extra: dict[str, Any] = {}
+    match = _FIELD_PREFIX.match(exc.message or "")
+    if match and exc.code == "INVALID_ARGUMENT":
+        extra["field"] = match.group("field")
+    return _error(_HTTP_STATUS.get(exc.code, 502), exc.code, exc.message, **extra)
+
+
+def _dict(message: Any) -> dict[str, Any]:
+    return message_to_dict(message)
+
+
+def safe_asset_path(path: str) -> bool:
+    """A relative path with no ``..``, no backslash, no NUL: what the gateway passes on.
+    The daemon checks again (symlinks, its folders); this refuses the obvious early."""
+    if not path or "\\" in path or "\0" in path or path.startswith("/"):
+        return False
+    parts = PurePosixPath(path).parts
+    return bool(parts) and all(p not in ("..", ".", "") for p in parts) and ":" not in parts[0][1:2]
+
+
+def visible_stat_paths(stats: list[dict[str, Any]] | None) -> set[str]:
+    return {s["path"] for s in stats or [] if isinstance(s, dict) and isinstance(s.get("path"), str)}
+
+
+def strip_hidden(patch: Any, visible: set[str] | None, prefix: str = "") -> Any:
+    """A state patch without stat values the page may not see: under ``player.stats``
+    and ``npcs.<id>.stats`` only the paths of visible stat definitions stay. With no
+    definitions (``visible`` None) every stat value is dropped: the daemon is the one
+    who knows which stats are hidden."""
+    if not isinstance(patch, dict):
+        return patch
+    out: dict[str, Any] = {}
+    for key, value in patch.items():
+        path = f"{prefix}{key}"
+        parts = path.split(".")
+        in_stats = (len(parts) >= 3 and parts[:2] == ["player", "stats"]) or (
+            len(parts) >= 4 and parts[0] == "npcs" and parts[2] == "stats")
+        if in_stats:
+            if visible is not None and (path in visible or any(v.startswith(path + ".") for v in visible)):
+                out[key] = strip_hidden(value, visible, path + ".")
+            continue
+        out[key] = strip_hidden(value, visible, path + ".")
+    return out
+
+
+@dataclass
+class _SessionCache:
+    visible: dict[str, set[str] | None] = field(default_factory=dict)
+
+
+# -- the app -------------------------------------------------------------------------------
+
+class Gateway:
+    """The app's state: one daemon client (one client identity) and the access token."""
+
+    def __init__(self, client: NarratoriaClient, token: str | None = None,
+                 require_token: bool = False) -> None:
+        if require_token and not token:
+            raise GatewayError("a gateway on a non-loopback address needs the daemon token")
+        self.client = client
+        self.token = token
+        self.require_token = require_token
+        self.cache = _SessionCache()
+
+    # -- access ----------------------------------------------------------------------------
+
+    def authorised(self, request: Request) -> bool:
+        if not self.require_token:
+            return True
+        offered = request.cookies.get(COOKIE, "")
+        auth = request.headers.get("authorization", "")
+        if auth.lower().startswith("bearer "):
+            offered = auth[7:].strip()
+        return bool(offered) and hmac.compare_digest(offered.encode(), (self.token or "").encode())
+
+    # -- daemon calls ----------------------------------------------------------------------
+
+    def has(self, method: str) -> bool:
+        return callable(getattr(self.client, method, None))
+
+    async def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        if not self.has(method):
+            raise ClientError("UNIMPLEMENTED", f"this daemon client has no {method}() "
+                                               "(the daemon is older than the web page)")
+        return await run_in_threadpool(getattr(self.client, method), *args, **kwargs)
+
+    async def visible_stats(self, session_id: str) -> set[str] | None:
+        if session_id not in self.cache.visible:
+            try:
+                view = await self.session_view(session_id)
+                self.cache.visible[session_id] = visible_stat_paths(view.get("stats"))
+            except ClientError:
+                return None
+        return self.cache.visible[session_id]
+
+    async def session_view(self, session_id: str) -> dict[str, Any]:
+        if self.has("get_session_view"):
+            view = _dict(await self.call("get_session_view", session_id))
+            self.cache.visible[session_id] = visible_stat_paths(view.get("stats"))
+            return view
+        # An older daemon: the state without any stats (only the daemon knows which are
+        # hidden), the session's choices and narration.
+        session = _dict(await self.call("resume_session", session_id))
+        state = _dict(await self.call("get_state", session_id)).get("state") or {}
+        state = strip_hidden(state, None)
+        return {"session_id": session_id, "campaign": session.get("campaign", ""),
+                "free_text": not session.get("campaign"), "state": state, "stats": [],
+                "icons": {}, "inventory": [], "npcs": [], "choices": session.get("choices", []),
+                "last_narration": session.get("last_narration", ""),
+                "turns": session.get("turns", 0), "partial": True}
+
+
+def _json_body(request_body: bytes) -> dict[str, Any]:
+    if not request_body:
+        return {}
+    doc = json.loads(request_body)
+    if not isinstance(doc, dict):
+        raise ValueError("the body must be a JSON object")
+    return doc
+
+
+def create_app(client: NarratoriaClient, *, token: str | None = None,
+               require_token: bool = False) -> Starlette:
+    gw = Gateway(client, token=token, require_token=require_token)
+
+    def api(handler: Callable[..., Any]) -> Callable[[Request], Any]:
+        async def endpoint(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except ClientError as exc:
+                return _client_error(exc)
+            except (ValueError, KeyError, TypeError) as exc:
+                return _error(400, "INVALID_ARGUMENT", f"bad request: {exc}")
+        endpoint.__name__ = handler.__name__
+        return endpoint
+
+    async def body(request: Request) -> dict[str, Any]:
+        return _json_body(await request.body())
+
+    # -- page & login ----------------------------------------------------------------------
+
+    async def index(request: Request) -> Response:
+        if not gw.authorised(request):
+            return PlainTextResponse(
+                "This Narratoria gateway needs the daemon token: open /login?token=TOKEN "
+                "(the token is in the daemon's data dir, daemon.token).", status_code=401)
+        return FileResponse(STATIC / "index.html", headers={"Content-Security-Policy": _PAGE_CSP,
+                                                            "Cache-Control": "no-cache"})
+
+    async def login(request: Request) -> Response:
+        offered = request.query_params.get("token", "")
+        if gw.require_token and not (offered and hmac.compare_digest(
+                offered.encode(), (gw.token or "").encode())):
+            return PlainTextResponse("wrong or missing token", status_code=401)
+        response = RedirectResponse("/", status_code=303)
+        if gw.require_token:
+            response.set_cookie(COOKIE, offered, httponly=True, samesite="strict",
+                                secure=request.url.scheme == "https")
+        return response
+
+    # -- daemon & campaigns ----------------------------------------------------------------
+
+    async def status(request: Request) -> Response:
+        return JSONResponse(_dict(await gw.call("status")))
+
+    async def campaigns(request: Request) -> Response:
+        if not gw.has("list_campaigns"):
+            return JSONResponse({"campaigns": [], "partial": True})
+        return JSONResponse({"campaigns": [_dict(c) for c in await gw.call("list_campaigns")]})
+
+    # -- sessions --------------------------------------------------------------------------
+
+    async def sessions(request: Request) -> Response:
+        every = request.query_params.get("all") in ("1", "true", "yes")
+        found = await gw.call("list_sessions", include_ended=every)
+        return JSONResponse({"sessions": [_dict(s) for s in found]})
+
+    async def create_session(request: Request) -> Response:
+        doc = await body(request)
+        session = await gw.call("create_session", campaign=str(doc.get("campaign") or ""),
+                                title=str(doc.get("title") or ""),
+                                character_id=str(doc.get("character_id") or ""))
+        return JSONResponse(_dict(session), status_code=201)
+
+    async def session(request: Request) -> Response:
+        return JSONResponse(_dict(await gw.call("resume_session", request.path_params["sid"])))
+
+    async def view(request: Request) -> Response:
+        return JSONResponse(await gw.session_view(request.path_params["sid"]))
+
+    async def branch(request: Request) -> Response:
+        doc = await body(request)
+        at_scene = int(doc.get("at_scene") or 0)
+        if at_scene < 0:
+            raise ValueError("at_scene must be 0 (the last scene) or a scene number")
+        return JSONResponse(_dict(await gw.call("branch", request.path_params["sid"],
+                                                at_scene=at_scene)), status_code=201)
+
+    async def end(request: Request) -> Response:
+        return JSONResponse(_dict(await gw.call("end_session", request.path_params["sid"])))
+
+    async def cancel(request: Request) -> Response:
+        return JSONResponse(_dict(await gw.call("cancel_turn", request.path_params["sid"])))
+
+    async def turn(request: Request) -> Response:
+        sid = request.path_params["sid"]
+        doc = await body(request)
+        text = doc.get("text")
+        choice = doc.get("choice")
+        plan = doc.get("plan")
+        if text is not None and not isinstance(text, str):
+            raise ValueError("text must be a string")
+        if choice is not None and (isinstance(choice, bool) or not isinstance(choice, int)):
+            raise ValueError("choice must be a number (1-based)")
+        if plan is not None and not isinstance(plan, (dict, str)):
+            raise ValueError("plan must be a Plan JSON object")
+        plan_json = json.dumps(plan) if isinstance(plan, dict) else plan
+        if (text is None) == (choice is None) and plan_json is None:
+            raise ValueError("a turn takes exactly one of text or choice")
+        if text is not None and not text.strip():
+            raise ValueError("text is empty")
+        visible = await gw.visible_stats(sid)
+        relay = _TurnRelay(gw.client.turn(sid, text=text, choice=choice, plan_json=plan_json,
+                                          execute_only=bool(doc.get("execute_only"))), sid)
+        # The first item decides the reply: a refused turn (unknown session, a turn
+        # already running...) is a JSON error, not an event stream.
+        first = await relay.first()
+        if first[0] == "error":
+            return _client_error(first[1])
+        return StreamingResponse(relay.frames(first, visible), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+    # -- assets ----------------------------------------------------------------------------
+
+    async def assets(request: Request) -> Response:
+        found = await gw.call("list_assets", request.path_params["sid"])
+        return JSONResponse({"assets": [_dict(a) for a in found]})
+
+    async def asset(request: Request) -> Response:
+        path = request.path_params["path"]
+        if not safe_asset_path(path):
+            return _error(400, "INVALID_ARGUMENT", f"asset path {path!r} is not a path inside "
+                                                   "the session's folders")
+        reply = await gw.call("get_asset", request.path_params["sid"], path)
+        return _bytes(reply.data, reply.media_type)
+
+    # -- skills ----------------------------------------------------------------------------
+
+    async def skills(request: Request) -> Response:
+        found = await gw.call("list_skills", request.query_params.get("session_id", ""))
+        return JSONResponse({"skills": [_dict(s) for s in found]})
+
+    async def skill_config(request: Request) -> Response:
+        return JSONResponse(_dict(await gw.call("get_skill_config", request.path_params["name"])))
+
+    async def set_skill_config(request: Request) -> Response:
+        doc = await body(request)
+        values = doc.get("set") or {}
+        unset = doc.get("unset") or []
+        if not isinstance(values, dict) or not isinstance(unset, list):
+            raise ValueError("set must be an object and unset a list")
+        reply = _dict(await gw.call("set_skill_config", request.path_params["name"],
+                                    {str(k): _setting_text(v) for k, v in values.items()},
+                                    [str(u) for u in unset]))
+        return JSONResponse(reply, status_code=200 if reply.get("saved") else 422)
+
+    async def set_skill_enabled(request: Request) -> Response:
+        doc = await body(request)
+        if not isinstance(doc.get("enabled"), bool):
+            raise ValueError("enabled must be true or false")
+        return JSONResponse(_dict(await gw.call("set_skill_enabled", request.path_params["name"],
+                                                doc["enabled"])))
+
+    # -- characters ------------------------------------------------------------------------
+
+    async def characters(request: Request) -> Response:
+        found = await gw.call("list_characters")
+        return JSONResponse({"characters": [_dict(c) for c in found]})
+
+    async def portrait(request: Request) -> Response:
+        reply = await gw.call("get_character_portrait", request.path_params["cid"])
+        return _bytes(reply.data, reply.media_type or "image/png")
+
+    async def save_character(request: Request) -> Response:
+        cid = request.path_params.get("cid", "")
+        # JSON (no multipart parser needed): the portrait as base64 text.
+        if int(request.headers.get("content-length") or 0) > MAX_UPLOAD * 4 // 3 + 65536:
+            return _error(413, "INVALID_ARGUMENT", "portrait: larger than 16 MiB", field="portrait")
+        form = await body(request)
+        data = b""
+        if form.get("portrait"):
+            try:
+                data = base64.b64decode(str(form["portrait"]).split(",", 1)[-1], validate=True)
+            except (binascii.Error, ValueError):
+                return _error(400, "INVALID_ARGUMENT", "portrait: not base64 image data",
+                              field="portrait")
+        info = await gw.call("save_character", description=str(form.get("description") or ""),
+                             portrait=data, name=str(form.get("name") or ""), character_id=cid)
+        return JSONResponse(_dict(info), status_code=200 if cid else 201)
+
+    async def delete_character(request: Request) -> Response:
+        return JSONResponse(_dict(await gw.call("delete_character", request.path_params["cid"])))
+
+    routes = [
+        Route("/", index),
+        Route("/login", login),
+        Route("/api/status", api(status)),
+        Route("/api/campaigns", api(campaigns)),
+        Route("/api/sessions", api(sessions), methods=["GET"]),
+        Route("/api/sessions", api(create_session), methods=["POST"]),
+        Route("/api/sessions/{sid}", api(session)),
+        Route("/api/sessions/{sid}/resume", api(session), methods=["POST"]),
+        Route("/api/sessions/{sid}/view", api(view)),
+        Route("/api/sessions/{sid}/branch", api(branch), methods=["POST"]),
+        Route("/api/sessions/{sid}/end", api(end), methods=["POST"]),
+        Route("/api/sessions/{sid}/cancel", api(cancel), methods=["POST"]),
+        Route("/api/sessions/{sid}/turn", api(turn), methods=["POST"]),
+        Route("/api/sessions/{sid}/assets", api(assets)),
+        Route("/api/sessions/{sid}/assets/{path:path}", api(asset)),
+        Route("/api/skills", api(skills)),
+        Route("/api/skills/{name}/config", api(skill_config), methods=["GET"]),
+        Route("/api/skills/{name}/config", api(set_skill_config), methods=["POST"]),
+        Route("/api/skills/{name}/enabled", api(set_skill_enabled), methods=["POST"]),
+        Route("/api/characters", api(characters), methods=["GET"]),
+        Route("/api/characters", api(save_character), methods=["POST"]),
+        Route("/api/characters/{cid}", api(save_character), methods=["POST"]),
+        Route("/api/characters/{cid}", api(delete_character), methods=["DELETE"]),
+        Route("/api/characters/{cid}/portrait", api(portrait)),
+        Mount("/static", app=StaticFiles(directory=STATIC), name="static"),
+    ]
+    app = Starlette(routes=routes, middleware=[Middleware(_Guard, gateway=gw)])
+    app.state.gateway = gw
+    return app
+
+
+class _Guard:
+    """The token check for every path but the page and /login (they answer themselves),
+    and the headers every response carries."""
+
+    def __init__(self, app: Any, gateway: Gateway) -> None:
+        self.app = app
+        self.gateway = gateway
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path = scope.get("path", "")
+        if path not in ("/", "/login") and not self.gateway.authorised(Request(scope)):
+            await _error(401, "UNAUTHENTICATED", "this gateway needs the daemon token "
+                                                 "(Authorization: Bearer, or /login?token=)")(
+                scope, receive, send)
+            return
+
+        async def send_with_headers(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                present = {k.lower() for k, _ in headers}
+                for name, value in _SECURITY_HEADERS.items():
+                    if name.lower().encode() not in present:
+                        headers.append((name.lower().encode(), value.encode()))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+def _bytes(data: bytes, media_type: str) -> Response:
+    media_type = media_type or "application/octet-stream"
+    headers = {"Cache-Control": "private, max-age=300",
+               # An asset is shown, never run: no scripts even if it is an SVG or HTML.
+               "Content-Security-Policy": "default-src 'none'; img-src 'self'; media-src 'self'; "
+                                          "style-src 'unsafe-inline'; sandbox"}
+    if not (media_type.startswith("image/") or media_type.startswith("audio/")
+            or media_type.startswith("video/")):
+        headers["Content-Disposition"] = "attachment"
+    return Response(bytes(data), media_type=media_type, headers=headers)
+
+
+def _setting_text(value: Any) -> str:
+    """A form value as the text ``skills config --set key=value`` takes."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return json.dumps(value)
+    if isinstance(value, (list, dict)):
+        return json.dumps(value)
+    return "" if value is None else str(value)
+
+
+# -- the turn stream -----------------------------------------------------------------------
+
+def _sse_frame(kind: str, doc: Any) -> bytes:
+    data = json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
+    return f"event: {kind}\ndata: {data}\n\n".encode()
+
+
+def turn_event_doc(ev: Any, visible: set[str] | None) -> dict[str, Any]:
+    """A TurnEvent as the page gets it: event_to_dict, hidden stats removed."""
+    doc = event_to_dict(ev)
+    kind = doc["kind"]
+    if kind == "tool_event":
+        event = doc["tool_event"].get("event")
+        if isinstance(event, dict) and event.get("type") == "state_patch":
+            event["patch"] = strip_hidden(event.get("patch"), visible)
+    elif kind == "done":
+        # The full state holds hidden stats: the page asks for the session view instead.
+        doc["done"].pop("state", None)
+        doc["done"].pop("state_json", None)
+    elif kind == "plan":
+        # The tools and their order, not their inputs (which may carry hidden values).
+        plan = doc["plan"].pop("plan", None)
+        doc["plan"].pop("plan_json", None)
+        tools = plan.get("tools") if isinstance(plan, dict) else None
+        doc["plan"]["tools"] = [
+            {"toolId": t.get("toolId"), "toolPath": t.get("toolPath"),
+             "dependencies": t.get("dependencies") or []}
+            for t in tools or [] if isinstance(t, dict)]
+    elif kind == "tool_finished":
+        # The summary is for the player; the rest of the output is the skill's business.
+        output = doc["tool_finished"].pop("output", None)
+        doc["tool_finished"].pop("output_json", None)
+        if isinstance(output, dict) and isinstance(output.get("summary"), str):
+            doc["tool_finished"]["summary"] = output["summary"]
+    return doc
+
+
+class _TurnRelay:
+    """Relays the daemon's turn events as SSE frames, each as soon as it arrives.
+
+    A thread reads the (blocking) gRPC stream into an asyncio queue. If the browser
+    goes away the stream is closed at the next event: the daemon still completes and
+    stores the turn (a turn is cancelled only by CancelTurn)."""
+
+    def __init__(self, stream: Any, sid: str) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        self.stop = threading.Event()
+        self.stream = stream
+        threading.Thread(target=self._pump, name=f"turn-{sid}", daemon=True).start()
+
+    def _put(self, item: tuple[str, Any]) -> None:
+        self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
+
+    def _pump(self) -> None:
+        try:
+            for ev in self.stream:
+                self._put(("event", ev))
+                if self.stop.is_set():
+                    break
+            self._put(("end", None))
+        except ClientError as exc:
+            self._put(("error", exc))
+        except Exception as exc:  # noqa: BLE001 - reported to the page, never swallowed
+            self._put(("error", ClientError("INTERNAL", str(exc))))
+        finally:
+            self.stream.close()  # cancels the call if it is still open
+
+    async def first(self) -> tuple[str, Any]:
+        return await self.queue.get()
+
+    async def frames(self, first: tuple[str, Any], visible: set[str] | None) -> AsyncIterator[bytes]:
+        saw_done = False
+        item: tuple[str, Any] | None = first
+        try:
+            while True:
+                if item is None:
+                    try:
+                        item = await asyncio.wait_for(self.queue.get(), timeout=KEEPALIVE_S)
+                    except asyncio.TimeoutError:
+                        yield b": keepalive\n\n"
+                        continue
+                kind, value = item
+                item = None
+                if kind == "event":
+                    doc = turn_event_doc(value, visible)
+                    saw_done = saw_done or doc["kind"] == "done"
+                    yield _sse_frame(doc["kind"], doc)
+                elif kind == "error":
+                    yield _sse_frame("error", {"kind": "error", "code": value.code,
+                                               "message": value.message})
+                    return
+                else:
+                    if not saw_done:
+                        yield _sse_frame("error", {"kind": "error", "code": "ABORTED",
+                                                   "message": "the turn's stream ended before "
+                                                              "the turn did"})
+                    yield _sse_frame("end", {"kind": "end"})
+                    return
+        finally:
+            self.stop.set()
+
+
+# -- `narratoria web` ----------------------------------------------------------------------
+
+def resolve_token(explicit: str | None, endpoint: Any) -> str | None:
+    """The daemon token: --token, else NARRATORIA_TOKEN, else the daemon.token beside the
+    daemon's socket (its data dir), else the default data dir's."""
+    from narratoria.runtime.endpoint import TOKEN_NAME, client_token
+
+    if explicit:
+        return explicit.strip() or None
+    import os
+
+    from_env = os.environ.get("NARRATORIA_TOKEN", "").strip()
+    if from_env:
+        return from_env
+    unix_path = getattr(endpoint, "unix_path", None)
+    if unix_path is not None:
+        try:
+            found = (Path(unix_path).parent / TOKEN_NAME).read_text().strip()
+            if found:
+                return found
+        except OSError:
+            pass
+    return client_token()
+
+
+def prepare(listen: str | None, socket: str | None, token: str | None) -> tuple[str, int, NarratoriaClient, str | None, bool]:
+    """Check the arguments and connect; GatewayError says why the gateway must not start."""
+    from narratoria.runtime.endpoint import client_endpoint, unix_endpoint
+
+    host, port = parse_listen(listen or "127.0.0.1:%d" % DEFAULT_PORT)
+    endpoint = unix_endpoint(socket) if socket else client_endpoint()
+    daemon_token = resolve_token(token, endpoint)
+    if token and endpoint.unix_path is not None:
+        try:
+            on_disk = (Path(endpoint.unix_path).parent / "daemon.token").read_text().strip()
+        except OSError:
+            on_disk = ""
+        if on_disk and not hmac.compare_digest(on_disk.encode(), token.strip().encode()):
+            raise GatewayError("--token is not the daemon's token (daemon.token beside its socket)")
+    public = not is_loopback(host)
+    if public and not daemon_token:
+        raise GatewayError(
+            f"refusing to listen on {host}:{port}: a non-loopback address needs the daemon "
+            "token (--token, NARRATORIA_TOKEN, or the daemon's data-dir/daemon.token), which "
+            "browsers must then present (/login?token=...)")
+    client = NarratoriaClient(endpoint, token=daemon_token if endpoint.is_tcp else None,
+                              turn_timeout_s=None)
+    return host, port, client, daemon_token, public
+
+
+def serve(listen: str | None = None, socket: str | None = None, token: str | None = None,
+          log_level: str = "warning") -> int:
+    import sys
+
+    import uvicorn
+
+    from narratoria.runtime.endpoint import EndpointError
+
+    try:
+        host, port, client, daemon_token, public = prepare(listen, socket, token)
+    except (GatewayError, EndpointError) as exc:
+        print(f"narratoria web: {exc}", file=sys.stderr)
+        return 2
+    try:
+        client.wait_ready(timeout_s=5.0)
+    except ClientError as exc:
+        print(f"narratoria web: {exc}", file=sys.stderr)
+        client.close()
+        return 1
+    app = create_app(client, token=daemon_token, require_token=public)
+    shown = f"[{host}]" if ":" in host else host
+    print(f"narratoria web: serving http://{shown}:{port}/ (daemon at {client.endpoint})"
+          + (f"; open http://{shown}:{port}/login?token=... first" if public else ""),
+          file=sys.stderr, flush=True)
+    try:
+        uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)
+    finally:
+        client.close()
+    return 0
