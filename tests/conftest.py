@@ -87,3 +87,29 @@ def pattern_daemon():
     d = Daemon("--planner", "pattern")
     yield d
     assert d.stop() == 0
+
+
+@pytest.fixture(scope="module")
+def config_dir(tmp_path_factory: pytest.TempPathFactory):
+    """A module's daemon saves skill settings here, never in the user's own config folder
+    (set before the daemon starts: the daemon reads NARRATORIA_CONFIG_DIR)."""
+    folder = tmp_path_factory.mktemp("config")
+    old = os.environ.get("NARRATORIA_CONFIG_DIR")
+    os.environ["NARRATORIA_CONFIG_DIR"] = str(folder)
+    yield folder
+    if old is None:
+        os.environ.pop("NARRATORIA_CONFIG_DIR", None)
+    else:
+        os.environ["NARRATORIA_CONFIG_DIR"] = old
+
+
+@pytest.fixture(scope="module")
+def zygote():
+    """A skill zygote of the module's own (runtime/zygote.py)."""
+    from narratoria.runtime.process import script_env
+    from narratoria.runtime.zygote import Zygote
+
+    z = Zygote(script_env(None, "zygote"))
+    z.start()
+    yield z
+    z.close()

@@ -82,6 +82,26 @@ def test_png_jpeg_and_webp_dimensions_format_size_and_checksum(tmp_path: Path):
     assert check_assets(tmp_path) == []
 
 
+def test_svg_icons_are_images_sized_by_their_root_element(tmp_path: Path):
+    svg = 'xmlns="http://www.w3.org/2000/svg"'
+    write(tmp_path, "ui/state/player.hp.svg", f'<svg {svg} width="48" height="40px"></svg>')
+    write(tmp_path, "ui/state/world.time.svg", f'<svg {svg} viewBox="0 0 128 96"></svg>')
+    write(tmp_path, "ui/state/quest.active.svg", f'<svg {svg} width="100%"></svg>')
+    write(tmp_path, "ui/items/torch.svg", "<html>not an icon</html>")
+    write(tmp_path, "ui/items/rope.svg", "<svg unclosed")
+    found = records(tmp_path)
+    hp, clock = found["ui/state/player.hp.svg"], found["ui/state/world.time.svg"]
+    assert (hp.media_type, hp.format, hp.width, hp.height) == ("image", "svg", 48, 40)
+    assert (clock.width, clock.height) == (128, 96)
+    quest = found["ui/state/quest.active.svg"]
+    assert quest.media_type == "image" and quest.width is None  # scalable, no intrinsic size
+    problems = {p.file: str(p) for p in check_assets(tmp_path)}
+    assert set(problems) == {"ui/items/torch.svg", "ui/items/rope.svg"}
+    assert "its root element is <html>, not <svg>" in problems["ui/items/torch.svg"]
+    assert "not an SVG file" in problems["ui/items/rope.svg"]
+    assert "ui/items/torch.svg" not in found and "ui/items/rope.svg" not in found
+
+
 def test_the_wire_form_uses_the_spec_names(tmp_path: Path):
     image(tmp_path, "art/npc_wizard.png", (8, 8), "PNG")
     wire = msgspec.json.decode(msgspec.json.encode(load_assets(tmp_path)[0]))

@@ -45,7 +45,10 @@ def test_a_skill_running_at_the_kill_dies_with_the_daemon():
     folder = Path(tempfile.mkdtemp(prefix="nk-", dir="/tmp"))
     skills = write_skill(folder / "skills")
     sleeper = skills / "crashwrite" / "scripts" / "sleep"
-    pid_file = folder / "sleeper.pid"
+    # Not in `folder` itself: it holds the data dir, and a sandboxed skill may create
+    # nothing directly in an ancestor of the data dir (runtime/sandbox.py).
+    (folder / "pids").mkdir()
+    pid_file = folder / "pids" / "sleeper.pid"
     sleeper.write_text("#!/usr/bin/env python3\nimport json, os, sys, time\n"
                        "req = json.load(sys.stdin)\n"
                        "open(req['input']['pidFile'], 'w').write(str(os.getpid()))\n"

@@ -26,14 +26,6 @@ ECHO = FIXTURE_SKILLS / "echo" / "scripts"
 _ZYGOTE: list[Zygote | None] = [None]  # the spawner of the running test
 
 
-@pytest.fixture(scope="module")
-def zygote():
-    z = Zygote(script_env(None, "zygote"))
-    z.start()
-    yield z
-    z.close()
-
-
 @pytest.fixture(params=["exec", "zygote"], autouse=True)
 def spawner(request, zygote):
     _ZYGOTE[0] = zygote if request.param == "zygote" else None

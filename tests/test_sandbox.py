@@ -182,14 +182,6 @@ def test_nothing_denied_is_nothing_restricted():
 # ------------------------------------------------- a skill run by exec or by the zygote
 
 
-@pytest.fixture(scope="module")
-def zygote():
-    z = Zygote(script_env(None, "zygote"))
-    z.start()
-    yield z
-    z.close()
-
-
 def snoop(tmp_path: Path, policy: sandbox.SandboxPolicy | None, zygote: Zygote | None,
           payload: dict, cwd: Path | None = None, env: dict | None = None) -> dict:
     script = load_skill(FIXTURE_SKILLS / "snoop").scripts["snoop"]

@@ -9,7 +9,6 @@ import base64
 import http.client
 import io
 import json
-import os
 import re
 import socket
 import subprocess
@@ -74,19 +73,6 @@ class LiveGateway:
         if "json" in (res.getheader("Content-Type") or ""):
             doc = json.loads(raw)
         return res.status, res, doc if doc is not None else raw
-
-
-@pytest.fixture(scope="module")
-def config_dir(tmp_path_factory):
-    """The daemon saves skill settings here, never in the user's own config folder."""
-    folder = tmp_path_factory.mktemp("config")
-    old = os.environ.get("NARRATORIA_CONFIG_DIR")
-    os.environ["NARRATORIA_CONFIG_DIR"] = str(folder)
-    yield folder
-    if old is None:
-        os.environ.pop("NARRATORIA_CONFIG_DIR", None)
-    else:
-        os.environ["NARRATORIA_CONFIG_DIR"] = old
 
 
 @pytest.fixture(scope="module")

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO, Literal
+from xml.etree import ElementTree
 
 import msgspec
 from PIL import Image, UnidentifiedImageError
@@ -246,6 +247,13 @@ def _describe(f: CampaignFile, sidecar: _Sidecar | None,
             problems.append(problem)
         if size is not None:
             width, height = size
+    elif f.format == "svg":  # state icons (§6.2.13): vector art
+        media_type = "image"
+        size, problem = _svg_size(f)
+        if problem is not None:
+            problems.append(problem)
+        if size is not None:
+            width, height = size
     elif f.format in AUDIO_FORMATS:
         media_type = "audio"
         duration, bitrate = _audio(f)
@@ -281,6 +289,28 @@ def _provenance(fields: dict[str, Any]) -> Provenance | None:
 
 
 # -- images --------------------------------------------------------------------------------
+
+_SVG_LENGTH = re.compile(r"\s*([0-9]*\.?[0-9]+)\s*(px)?\s*$")
+
+
+def _svg_size(f: CampaignFile) -> tuple[tuple[int, int] | None, Problem | None]:
+    """(width, height) of an SVG from its root element's width/height, else its viewBox
+    (None when it gives neither in plain units), and what is wrong with the file."""
+    try:
+        _, root = next(ElementTree.iterparse(f.path, events=("start",)))
+    except (ElementTree.ParseError, StopIteration, OSError) as exc:
+        return None, Problem(f.relative, 1, "-", f"cannot read the image: not an SVG file ({exc})")
+    if root.tag.rpartition("}")[2] != "svg":
+        return None, Problem(f.relative, 1, "-", f"cannot read the image: its root element is "
+                                                 f"<{root.tag.rpartition('}')[2]}>, not <svg>")
+    sides = [_SVG_LENGTH.match(root.get(k, "")) for k in ("width", "height")]
+    if all(sides):
+        return (round(float(sides[0][1])), round(float(sides[1][1]))), None  # type: ignore[index]
+    box = (root.get("viewBox") or "").replace(",", " ").split()
+    try:
+        return (round(float(box[2])), round(float(box[3]))), None
+    except (IndexError, ValueError):
+        return None, None  # a scalable image with no intrinsic size is still an image
 
 def _image_size(f: CampaignFile) -> tuple[tuple[int, int] | None, Problem | None]:
     """(width, height) from the header, and what is wrong with the file, if anything."""

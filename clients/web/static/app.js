@@ -706,6 +706,7 @@
     S.assetsSeen = [];
     assetList = [];
     tools = {}; turnNotes = [];
+    renderTools();  // another session's last turn is not this one's
     localStorage.setItem("narratoria.session", id);
     if (location.hash === "#play") route(); else location.hash = "#play";
     loadAssets();
