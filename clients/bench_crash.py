@@ -24,6 +24,9 @@ One data dir, ``cycles`` times over:
    - sessions resume: a few of the cycle's sessions play one more turn.
 
 The restarted daemon carries the next cycle's load. Lost and half-written must be 0.
+After a clean stop at the end, the database file itself is read: every saved turn has
+exactly one scene memory and no memory is of a turn that was not saved (the two are
+stored in one transaction).
 """
 
 from __future__ import annotations
@@ -342,6 +345,37 @@ def verify(client: Any, ledger: Ledger) -> dict[str, Any]:
             "storedUnacknowledged": unacked_stored, "problems": problems[:20]}
 
 
+def memory_check(db_path: Path) -> dict[str, int]:
+    """Scene memories against saved turns, read from the database file once the daemon
+    has stopped: each saved turn N of a session has exactly one scene memory tagged
+    ``scene:N``, and no memory names a turn that was not saved (a crash between the two
+    writes would leave one or the other)."""
+    from narratoria.runtime.db import connect
+    from narratoria.runtime.sessions import SCHEMA as SESSIONS
+    from narratoria.runtime.store.schema import SCHEMA as STORE
+
+    con = connect(db_path, read_only=True)
+    try:
+        turns = con.execute(f"SELECT id, turns FROM {SESSIONS}.sessions").fetchall()
+        tags = con.execute(
+            f"SELECT session_id, tag FROM {STORE}.memory_events, unnest(semantic_tags) AS t(tag) "
+            "WHERE action_type = 'scene' AND tag LIKE 'scene:%'").fetchall()
+    finally:
+        con.close()
+    remembered: dict[str, list[int]] = {}
+    for session_id, tag in tags:
+        remembered.setdefault(session_id, []).append(int(tag.split(":", 1)[1]))
+    phantom = missing = doubled = 0
+    for session_id, saved in turns:
+        scenes = remembered.pop(session_id, [])
+        phantom += sum(1 for n in scenes if n > saved)
+        missing += sum(1 for n in range(1, saved + 1) if n not in scenes)
+        doubled += len(scenes) - len(set(scenes))
+    return {"turns": sum(t for _, t in turns), "memories": len(tags),
+            "memoriesOfUnsavedTurns": phantom + sum(len(v) for v in remembered.values()),
+            "turnsWithoutMemory": missing, "doubledMemories": doubled}
+
+
 def resume_some(client: Any, ledger: Ledger, cycle: int, rng: random.Random) -> tuple[int, int]:
     """Play one more write turn on up to RESUME_PER_CYCLE of the cycle's sessions."""
     with ledger.lock:
@@ -427,6 +461,9 @@ def run_crash_bench(cycles: int = 20, writers: int = 4, progress: bool = True, s
             final = verify(client, ledger)
     finally:
         clean_stop = daemon.stop()
+        from narratoria.runtime.db import DB_FILENAME
+
+        memories = memory_check(tmp / "data" / DB_FILENAME) if clean_stop == 0 else None
         leftover = marked_processes(str(marker))
         for pid in leftover:
             try:
@@ -455,12 +492,15 @@ def run_crash_bench(cycles: int = 20, writers: int = 4, progress: bool = True, s
         "rayTempMbLeftPerCrash": round(statistics.median(
             [r["rayTempMbLeft"] for r in per_cycle]), 1) if per_cycle else None,
         "cleanStopExit": clean_stop, "leftAfterCleanStop": len(leftover),
+        "sceneMemories": memories,
         "wallS": round(time.monotonic() - started, 1),
         "perCycle": per_cycle,
     }
     ok = (report["lost"] == 0 and report["halfWritten"] == 0 and final["lost"] == 0
           and final["halfWritten"] == 0 and not survivors and report["resumed"] == report["resumeTried"]
-          and not ledger.anomalies)
+          and not ledger.anomalies and memories is not None
+          and memories["memoriesOfUnsavedTurns"] == memories["turnsWithoutMemory"]
+          == memories["doubledMemories"] == 0)
     report["passed"] = ok
     report["summary"] = [
         f"{report['cycles']} SIGKILL cycles of the whole daemon (serve + Ray), {writers} writers: "
@@ -472,6 +512,10 @@ def run_crash_bench(cycles: int = 20, writers: int = 4, progress: bool = True, s
         f"sessions resumed {report['resumed']}/{report['resumeTried']}; processes surviving "
         f"the kill {len(survivors)}; restart median {report['restartMedianS']} s "
         f"(max {report['restartMaxS']} s, first start {report['firstStartS']} s)",
+        f"scene memories: {memories['memories']} for {memories['turns']} saved turns; of "
+        f"unsaved turns {memories['memoriesOfUnsavedTurns']}, turns without one "
+        f"{memories['turnsWithoutMemory']}, doubled {memories['doubledMemories']}"
+        if memories else "scene memories: not checked (the daemon did not stop cleanly)",
         f"Ray temp dirs left per crash: {report['rayTempDirsLeft']} in all, median "
         f"{report['rayTempMbLeftPerCrash']} MB each (removed by the bench); clean stop exit "
         f"{clean_stop} — {'PASS' if ok else 'FAIL'}",

@@ -36,6 +36,10 @@ def test_two_sigkill_cycles_lose_no_acknowledged_write_and_leave_no_process():
     for row in report["perCycle"]:
         assert row["processesKilled"] >= 3, detail  # serve, gcs_server, raylet at least
     assert report["cleanStopExit"] == 0 and report["leftAfterCleanStop"] == 0, detail
+    # The database file agrees: one scene memory per saved turn, none of an unsaved one.
+    memories = report["sceneMemories"]
+    assert memories["turns"] >= report["acknowledged"] and memories["memories"] == memories["turns"]
+    assert memories["memoriesOfUnsavedTurns"] == memories["turnsWithoutMemory"] == 0, detail
     assert report["passed"], detail
 
 
