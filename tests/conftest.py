@@ -79,9 +79,11 @@ def _isolated_data(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def pattern_daemon():
-    """A daemon with the pattern planner (no model load), one per test module."""
+    """A daemon with the pattern planner (no model load), shared by the modules that need
+    nothing else of it (each starts ~14 s on this machine). Tests make their own sessions
+    and never assume the daemon is fresh."""
     from test_daemon import Daemon
 
     d = Daemon("--planner", "pattern")

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from narratoria.runtime.stale_dirs import OWNER_FILE, claim, sweep
 
@@ -47,6 +48,11 @@ def test_a_folder_a_live_process_still_names_is_kept(tmp_path):
     (folder / OWNER_FILE).write_text(str(_dead_pid()))
     _age(folder)
     survivor = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", str(folder)])
+    cmdline = Path(f"/proc/{survivor.pid}/cmdline")
+    deadline = time.monotonic() + 10
+    while str(folder).encode() not in cmdline.read_bytes():  # until its exec is done
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
     try:
         assert sweep(PREFIX, str(tmp_path)) == []
         assert folder.exists()
