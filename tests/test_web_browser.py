@@ -158,6 +158,14 @@ def test_play_three_turns_with_a_dice_roll_and_a_stat_change(page, gateway):
     placeholder = page.locator(".entry.current .ui-placeholder")
     assert "echoed" in placeholder.inner_text() and '"key": "player"' in placeholder.inner_text()
     shot(page, "04-stat-change")
+    # An invalid value (§2.6.5) is shown as "—" and breaks nothing.
+    bad = {**plan, "requestId": f"web-{uuid.uuid4().hex[:8]}", "narrative": "Your nerve frays.",
+           "tools": [{**plan["tools"][0], "input": {"key": "player",
+                                                    "value": {"stats": {"nerve": "abc"}}}}]}
+    assert page.evaluate("(plan) => narratoria.playTurn({plan, execute_only: true})", bad) is True
+    nerve = page.locator("#state .stat[data-path='player.stats.nerve']")
+    assert "\u2014" in nerve.inner_text(), nerve.inner_text()
+    assert "88" in vigour.inner_text()  # the rest of the panel still draws
     page.locator("#story").evaluate("(el) => { el.scrollTop = el.scrollHeight; }")
     page.evaluate("() => window.scrollTo(0, 0)")
     page.screenshot(path=str(ARTIFACTS / "web.png"))
@@ -316,6 +324,8 @@ def test_the_gallery_shows_images_plays_audio_and_labels_unknown_media(page, gat
     other = gallery.locator(".asset.kind-other")
     assert other.get_attribute("data-path").endswith("maps/quay.tmx")
     assert "Quay" in other.inner_text() and "application/octet-stream" in other.inner_text()
+    # A campaign without a location or time: "—", never a broken panel.
+    assert page.locator("#state").inner_text().count("\u2014") >= 2
     # Another session's tools are not this one's.
     assert "Turn 99" not in page.inner_text("#tools")
     shot(page, "09-gallery")
