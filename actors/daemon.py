@@ -229,7 +229,7 @@ async def serve(config: DaemonConfig) -> int:
     import ray
 
     from narratoria.proto import narratoria_pb2_grpc as rpc
-    from narratoria.runtime.endpoint import ensure_token
+    from narratoria.runtime.endpoint import ensure_token, publish_token, remove_token_beside
     from narratoria.runtime.planner.model import check_model_file, default_model_path
 
     from .coordinator import CoordinatorActor
@@ -257,7 +257,15 @@ async def serve(config: DaemonConfig) -> int:
         if endpoint.unix_path.exists():
             _refuse_if_live(endpoint.unix_path)
             endpoint.unix_path.unlink()
-    token = ensure_token(config.data_dir) if endpoint.is_tcp else None
+    # Every endpoint needs the daemon token (skills can connect to the socket too); one
+    # beside a socket outside the data dir lets clients that know only the socket find it.
+    token = ensure_token(config.data_dir)
+    if endpoint.unix_path is not None:
+        try:
+            publish_token(endpoint.unix_path, config.data_dir, token)
+        except OSError as exc:
+            raise DaemonError(f"cannot write the daemon token beside {endpoint.unix_path}: "
+                              f"{exc.strerror or exc}") from None
 
     if config.planner_replicas < 1:
         raise DaemonError("--planner-replicas: at least 1")
@@ -311,7 +319,7 @@ async def serve(config: DaemonConfig) -> int:
         daemon = Daemon(actors, str(config.data_dir), str(model_path))
         server = grpc.aio.server(
             interceptors=[RequestDecodeInterceptor(),
-                          *([TokenInterceptor(token)] if token else []),
+                          *([TokenInterceptor(token)] if endpoint.is_tcp else []),
                           ClientInterceptor(ClientRegistry(config.data_dir))],
             # 8 MiB: a character's portrait (SaveCharacter) may be 5 MB (§6.2.7).
             options=[("grpc.max_receive_message_length", 8 << 20)])
@@ -356,6 +364,7 @@ async def serve(config: DaemonConfig) -> int:
         ray.shutdown()
         if endpoint.unix_path is not None:
             endpoint.unix_path.unlink(missing_ok=True)
+            remove_token_beside(endpoint.unix_path, token)
         shutil.rmtree(temp_dir, ignore_errors=True)
 
 

@@ -1,7 +1,7 @@
 """A small synchronous client for the daemon's ``Narratoria`` gRPC service.
 
 Front-ends (the CLI, ``play``, tests, scripts) use this instead of the raw stubs so
-that addressing, the TCP token and error messages are the same everywhere:
+that addressing, the daemon token and error messages are the same everywhere:
 
     with NarratoriaClient() as client:          # NARRATORIA_ADDRESS or the default socket
         session = client.create_session(campaign="demo")
@@ -32,10 +32,10 @@ from narratoria.runtime.endpoint import (
     TOKEN_METADATA,
     Endpoint,
     client_endpoint,
-    client_token,
     default_socket,
     parse_address,
 )
+from narratoria.runtime.endpoint import client_token as find_daemon_token
 from narratoria.runtime.identity import CLIENT_TOKEN_ENV, CLIENT_TOKEN_METADATA
 
 __all__ = ["ClientError", "NarratoriaClient", "event_to_dict", "message_to_dict"]
@@ -103,8 +103,9 @@ def _wrap(exc: grpc.RpcError, endpoint: Endpoint, had_token: bool) -> ClientErro
                                                    for m in _CONNECT_FAILURE_MARKERS)):
         return ClientError(code, _not_running_message(endpoint, detail))
     if code == "UNAUTHENTICATED" and not had_token:
-        return ClientError(code, f"{detail} (TCP needs the daemon token: set {TOKEN_ENV} to the "
-                                 "contents of the daemon's data-dir/daemon.token)")
+        return ClientError(code, f"{detail} (no daemon token was found: set {TOKEN_ENV} to the "
+                                 "contents of the daemon's daemon.token, in its data dir or "
+                                 "beside its socket)")
     if code == "DEADLINE_EXCEEDED":
         return ClientError(code, f"no answer from the daemon at {endpoint} in time ({detail})")
     return ClientError(code, detail)
@@ -126,9 +127,11 @@ class NarratoriaClient:
 
     ``endpoint``: an :class:`Endpoint`, an address string (``unix:///path.sock``,
     ``HOST:PORT``) or None for :func:`client_endpoint`. ``token``: the daemon token;
-    when None and the endpoint is TCP it comes from :func:`client_token`.
+    when None it is found as ``runtime.endpoint.client_token`` says (``NARRATORIA_TOKEN``,
+    the file beside the socket, the data dir's file) and sent on every call.
     ``client_token``: this front-end's own identity (``narratoria clients add``;
-    default ``NARRATORIA_CLIENT_TOKEN``): it sees only the sessions it created.
+    default ``NARRATORIA_CLIENT_TOKEN``): it sees only the sessions it created; with
+    one the call acts as that client, whether or not a daemon token goes with it.
     ``timeout_s`` bounds each unary call; a turn's stream gets ``turn_timeout_s``
     (None: no deadline, since a turn's length depends on the model and the skills).
     """
@@ -141,11 +144,11 @@ class NarratoriaClient:
         elif isinstance(endpoint, str):
             endpoint = parse_address(endpoint)
         self.endpoint: Endpoint = endpoint
-        if token is None and endpoint.is_tcp:
-            token = client_token()
+        if token is None:
+            token = find_daemon_token(endpoint)
         self._token = token
-        # The token goes on every call when there is one; on a unix socket the daemon
-        # ignores it (the socket's file mode is the access check).
+        # The daemon refuses front-end calls that carry neither the daemon token nor a
+        # client token, on the unix socket too (a skill process can connect to it).
         if client_token is None:
             client_token = os.environ.get(CLIENT_TOKEN_ENV) or None
         self._metadata: tuple[tuple[str, str], ...] = (
@@ -179,7 +182,7 @@ class NarratoriaClient:
                 request, timeout=self.timeout_s if timeout_s is None else timeout_s,
                 metadata=self._metadata, wait_for_ready=wait_for_ready)
         except grpc.RpcError as exc:
-            raise _wrap(exc, self.endpoint, bool(self._token)) from None
+            raise _wrap(exc, self.endpoint, bool(self._metadata)) from None
 
     # -- the service -------------------------------------------------------------
 
@@ -227,7 +230,7 @@ class NarratoriaClient:
                                             metadata=self._metadata)
             yield from call
         except grpc.RpcError as exc:
-            raise _wrap(exc, self.endpoint, bool(self._token)) from None
+            raise _wrap(exc, self.endpoint, bool(self._metadata)) from None
 
     def cancel_turn(self, session_id: str) -> pb.CancelTurnResponse:
         """Cancel the session's turn in flight: its skills are killed, nothing is stored."""
@@ -328,11 +331,11 @@ class NarratoriaClient:
         try:
             call = self.stub.Turn(request, timeout=self.turn_timeout_s, metadata=self._metadata)
         except grpc.RpcError as exc:
-            raise _wrap(exc, self.endpoint, bool(self._token)) from None
+            raise _wrap(exc, self.endpoint, bool(self._metadata)) from None
         try:
             yield from call
         except grpc.RpcError as exc:
-            raise _wrap(exc, self.endpoint, bool(self._token)) from None
+            raise _wrap(exc, self.endpoint, bool(self._metadata)) from None
         finally:
             call.cancel()  # a no-op once the stream has ended
 

@@ -7,11 +7,18 @@
 - Without it, clients also look for ``$XDG_RUNTIME_DIR/narratoria/daemon.sock``
   (where the systemd user unit in deploy/systemd puts the socket) when the data
   dir has no socket.
-- TCP needs the daemon token, generated once into ``<data dir>/daemon.token``
-  (mode 0600) and sent as metadata ``x-narratoria-token``; clients read it from
-  ``NARRATORIA_TOKEN`` or that file.
+- Every front-end call, on every endpoint, proves who makes it: the daemon token
+  (the device owner), generated once into ``<data dir>/daemon.token`` (mode 0600) and
+  sent as metadata ``x-narratoria-token``, or a registered client token
+  (``runtime/identity.py``). A daemon whose socket lives outside its data dir also
+  writes the token beside the socket (``<socket folder>/daemon.token``, 0600), so a
+  client that knows only the socket finds it. Clients take, in order: an explicit
+  token, ``NARRATORIA_TOKEN``, the file beside the socket, the data dir's file
+  (:func:`client_token`).
 - Skill processes get ``NARRATORIA_ADDRESS`` and a per-invocation
-  ``NARRATORIA_SKILL_TOKEN`` from the supervisor, sent as ``x-narratoria-skill-token``.
+  ``NARRATORIA_SKILL_TOKEN`` from the supervisor, sent as ``x-narratoria-skill-token``;
+  never the daemon token (their environment is minimal, and the sandbox denies both
+  token files): a skill reaches the Store and Model services only.
 """
 
 from __future__ import annotations
@@ -128,13 +135,57 @@ def ensure_token(data_dir: Path) -> str:
     return token
 
 
-def client_token() -> str | None:
-    """The daemon token for TCP: ``NARRATORIA_TOKEN`` or the data directory's file."""
-    token = os.environ.get(TOKEN_ENV)
-    if token:
-        return token.strip()
-    path = token_path(default_data_dir())
-    try:
-        return path.read_text().strip() or None
-    except OSError:
+def token_beside(socket: Path) -> Path:
+    """Where a daemon whose socket is ``socket`` leaves its token for clients."""
+    return Path(socket).parent / TOKEN_NAME
+
+
+def write_token_beside(socket: Path, token: str) -> Path:
+    """Put the daemon token (0600) beside ``socket``, replacing any file there in one
+    step; OSError when the folder refuses (another user's file in a sticky folder)."""
+    from .files import write_atomic
+
+    path = token_beside(socket)
+    write_atomic(path, (token + "\n").encode())  # mkstemp: 0600 from the start
+    return path
+
+
+def publish_token(socket: Path, data_dir: Path, token: str) -> Path | None:
+    """Write the token beside a socket outside ``data_dir`` (the systemd unit's
+    ``$XDG_RUNTIME_DIR/narratoria``, a test's temporary folder); the file written, or
+    None when the socket is in the data dir, whose own token file is already there."""
+    if Path(socket).absolute().parent.resolve() == Path(data_dir).resolve():
         return None
+    return write_token_beside(socket, token)
+
+
+def remove_token_beside(socket: Path, token: str) -> None:
+    """Remove the token beside ``socket`` if it is still ``token`` (another daemon
+    using the same folder since may have replaced it with its own)."""
+    path = token_beside(socket)
+    if _read_token(path) == token:
+        path.unlink(missing_ok=True)
+
+
+def _read_token(path: Path) -> str | None:
+    try:
+        # A file another user planted beside a socket is nobody's token to send.
+        if path.stat().st_uid != os.getuid():
+            return None
+        return path.read_text().strip() or None
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def client_token(endpoint: Endpoint | None = None) -> str | None:
+    """The daemon token a client sends: ``NARRATORIA_TOKEN``, else the file beside
+    ``endpoint``'s socket (when it is a unix socket), else the data dir's file; None
+    when none is found (the daemon then answers UNAUTHENTICATED)."""
+    token = os.environ.get(TOKEN_ENV)
+    if token and token.strip():
+        return token.strip()
+    if endpoint is not None and endpoint.unix_path is not None:
+        beside = _read_token(token_beside(endpoint.unix_path))
+        if beside:
+            return beside
+    return _read_token(token_path(default_data_dir()))
