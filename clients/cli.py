@@ -580,16 +580,17 @@ def _ingest_here(args: argparse.Namespace) -> int:
     import duckdb
 
     from narratoria.runtime.campaign import CampaignError, ingest
-    from narratoria.runtime.db import DB_FILENAME, connect
+    from narratoria.runtime.db import DB_FILENAME, DatabaseLocked, connect
     from narratoria.runtime.embedding import make_backend
     from narratoria.runtime.store import PersistenceStore
 
     data_dir = Path(args.data_dir) if args.data_dir else default_data_dir()
     try:
         con = connect(data_dir / DB_FILENAME)
+    except DatabaseLocked as exc:  # names the file and the daemon's pid
+        return _fail(f"{exc}: stop `narratoria serve` or pass another --data-dir", 1)
     except duckdb.IOException as exc:
-        return _fail(f"cannot open {data_dir / DB_FILENAME}: {exc} (a running daemon holds it: "
-                     "stop `narratoria serve` or pass another --data-dir)", 1)
+        return _fail(f"cannot open {data_dir / DB_FILENAME}: {exc}", 1)
 
     def progress(phase: str, done: int, total: int) -> None:
         if phase in ("files", "embedding") or done == total:

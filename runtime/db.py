@@ -12,6 +12,7 @@ migration leaves the previous version intact.
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,36 @@ class DatabaseError(RuntimeError):
     pass
 
 
+class DatabaseLocked(DatabaseError):
+    """Another process holds the database file (DuckDB allows one writer process).
+
+    ``pid`` is the holder's process id when DuckDB's message names it, else None."""
+
+    def __init__(self, path: str, pid: int | None, detail: str) -> None:
+        self.path, self.pid, self.detail = path, pid, detail
+        holder = f"process {pid}" if pid is not None else "another process"
+        super().__init__(f"{path}: the database is in use by {holder} (only one process may "
+                         f"open it: is a narratoria daemon running on this data dir?)"
+                         + ("" if pid is not None else f"; DuckDB said: {detail}"))
+
+    def __reduce__(self) -> tuple:
+        return (type(self), (self.path, self.pid, self.detail))
+
+
+# DuckDB's message: 'IO Error: Could not set lock on file "<path>": Conflicting lock is
+# held in <program> (PID <n>) by user <u>. See also ...'. Only the pid is taken from it;
+# a message that does not match keeps its (bounded) text instead.
+_LOCK_MESSAGE = re.compile(r"could not set lock on file", re.IGNORECASE)
+_LOCK_HOLDER = re.compile(r"\(PID (\d{1,10})\)")
+_DETAIL_MAX = 300
+
+
+def lock_holder(message: str) -> int | None:
+    """The pid DuckDB names as holding a file's lock, or None."""
+    match = _LOCK_HOLDER.search(message)
+    return int(match.group(1)) if match else None
+
+
 def vss_extension_path() -> Path:
     spec = importlib.util.find_spec("duckdb_extension_vss")
     if spec is None or not spec.submodule_search_locations:
@@ -47,13 +78,21 @@ def vss_extension_path() -> Path:
 
 
 def connect(path: str | Path = ":memory:", *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
-    """Open the database with vss loaded and every network-reaching autoload off."""
+    """Open the database with vss loaded and every network-reaching autoload off.
+
+    DatabaseLocked (naming the file and the holder's pid) when another process has it open."""
     if str(path) != ":memory:":
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-    con = duckdb.connect(str(path), read_only=read_only, config={
-        "autoinstall_known_extensions": False,
-        "autoload_known_extensions": False,
-    })
+    try:
+        con = duckdb.connect(str(path), read_only=read_only, config={
+            "autoinstall_known_extensions": False,
+            "autoload_known_extensions": False,
+        })
+    except duckdb.IOException as exc:
+        message = str(exc)
+        if not _LOCK_MESSAGE.search(message):
+            raise
+        raise DatabaseLocked(str(path), lock_holder(message), message[:_DETAIL_MAX]) from None
     con.execute(f"LOAD '{vss_extension_path()}'")
     return con
 

@@ -608,7 +608,7 @@ def test_schema_version_reopen_and_model_recorded(tmp_path):
         e.load_corpus_chunk("door canon", "doc", category="canon")
         before = e.query_state("a", "m5", branch, query_text="blue door")
     con = connect(path)
-    assert schema_version(con, "narrative_state") == 1
+    assert schema_version(con, "narrative_state") == 3  # v3: memory ids are unique
     for table in ("memories", "facts", "corpus"):
         assert con.execute(f"SELECT DISTINCT embedding_model, embedding_version "
                            f"FROM narrative_state.{table}").fetchall() == [("hash-32", "1")]

@@ -57,11 +57,19 @@ any query reads memories, and on close; opening replays what a killed process
 left. A statement and commit cost ~1.5 ms per memory alone and ~0.4 ms a row in
 a batch. An engine on a shared connection writes each memory straight through,
 so the other users of the database see it at once.
+
+One engine per database file. An engine that opens its file refuses to start while
+another engine of the same process has that file open (its journal would be replayed
+and truncated under the other's feet), and a file another process holds is refused
+with DuckDB's lock holder named: both are a ``NarrativeStateError`` naming the file.
+Memory ids come from one sequence and are unique in the table (an index), so a row
+can never be stored twice.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections import deque
 from contextlib import contextmanager
@@ -72,7 +80,7 @@ from typing import Any, Callable, Iterator, Sequence
 import duckdb
 import numpy as np
 
-from ..db import connect, literal, migrate
+from ..db import DatabaseLocked, connect, literal, migrate
 from ..embedding import (LOCAL_MODEL, EmbeddingBackend, EmbeddingError, EmbeddingSettings,
                          make_backend)
 from .chunking import chunk_text
@@ -302,6 +310,38 @@ def _locate(cached_ids: np.ndarray, wanted: np.ndarray) -> np.ndarray | None:
     return positions if np.array_equal(cached_ids[positions], wanted) else None
 
 
+# Database files an engine of this process has open (real paths), so that a second engine
+# on the same file is refused: it would replay the first's memory journal (rows the
+# first still holds as pending, inserted twice) and truncate it under the first (rows
+# the first acknowledged, lost on a crash). DuckDB itself lets one process open a file
+# twice, so only this registry can tell.
+_open_files: set[str] = set()
+_open_files_lock = threading.Lock()
+
+
+def _claim_file(db_path: str) -> str | None:
+    """Register ``db_path`` as this engine's; None for an in-memory database.
+
+    NarrativeStateError naming the file if another engine of this process has it."""
+    if not db_path or db_path.startswith(":memory:"):
+        return None
+    key = os.path.realpath(db_path)
+    with _open_files_lock:
+        if key in _open_files:
+            raise NarrativeStateError(
+                f"{db_path}: another narrative state engine of this process (pid {os.getpid()}) "
+                "has this database file open; close it first, or share its connection "
+                "(NarrativeStateEngine(..., connection=...))")
+        _open_files.add(key)
+    return key
+
+
+def _release_file(key: str | None) -> None:
+    if key is not None:
+        with _open_files_lock:
+            _open_files.discard(key)
+
+
 class NarrativeStateEngine:
     """Bounded character knowledge with branching takes, on one DuckDB database.
 
@@ -329,7 +369,15 @@ class NarrativeStateEngine:
         self._vector_format = ",".join(["%.9g"] * dims)  # 9 digits: float32 round-trips exactly
 
         self._owns_connection = connection is None
-        self._root = connection if connection is not None else connect(config.db_path)
+        self._file = _claim_file(config.db_path) if connection is None else None
+        try:
+            self._root = connection if connection is not None else connect(config.db_path)
+        except DatabaseLocked as exc:
+            _release_file(self._file)
+            raise NarrativeStateError(str(exc)) from None
+        except BaseException:
+            _release_file(self._file)
+            raise
         self._closed = False
         self._write_lock = threading.RLock()
         self._pool_lock = threading.Lock()
@@ -399,7 +447,11 @@ class NarrativeStateEngine:
             if cursor is not None:
                 cursor.close()
         if self._owns_connection:
-            self._root.close()  # closing the database checkpoints it
+            try:
+                self._root.close()  # closing the database checkpoints it
+            finally:
+                _release_file(self._file)
+                self._file = None
 
     def __enter__(self) -> NarrativeStateEngine:
         return self
