@@ -230,6 +230,7 @@ async def serve(config: DaemonConfig) -> int:
 
     from narratoria.proto import narratoria_pb2_grpc as rpc
     from narratoria.runtime.endpoint import ensure_token, publish_token, remove_token_beside
+    from narratoria.runtime.files import PRIVATE_UMASK, make_private
     from narratoria.runtime.planner.model import check_model_file, default_model_path
 
     from .coordinator import CoordinatorActor
@@ -251,7 +252,15 @@ async def serve(config: DaemonConfig) -> int:
         check_model_file(model_path)
     except Exception as exc:  # noqa: BLE001 - a clear message before anything starts
         raise DaemonError(str(exc)) from None
+    # Private at creation for everything this process and its Ray workers (the store's
+    # database and WAL, the journal, the token, clients.json, characters) write; a data
+    # dir made before that is corrected once, here, before anything opens it.
+    os.umask(PRIVATE_UMASK)
     config.data_dir.mkdir(parents=True, exist_ok=True)
+    if loosened := make_private(config.data_dir):
+        shown = ", ".join(loosened[:5]) + (f" and {len(loosened) - 5} more" if len(loosened) > 5 else "")
+        _progress(config, f"data dir {config.data_dir}: removed group/other access from "
+                          f"{len(loosened)} path(s): {shown}")
     if endpoint.unix_path is not None:
         endpoint.unix_path.parent.mkdir(parents=True, exist_ok=True)
         if endpoint.unix_path.exists():

@@ -22,6 +22,7 @@ import ray
 from narratoria.runtime.campaign import IngestResult, ingest
 from narratoria.runtime.characters.realize import Realization, ensure_in_store
 from narratoria.runtime.db import DB_FILENAME, connect
+from narratoria.runtime.files import PRIVATE_UMASK
 from narratoria.runtime.grounding import lore_scope
 from narratoria.runtime.sessions import SessionRecord, SessionStore
 from narratoria.runtime.state import SessionState, StatRange
@@ -47,6 +48,9 @@ def _doc(text: str, what: str) -> Any:
 @ray.remote(num_cpus=0, max_restarts=-1, max_concurrency=16)
 class StoreActor:
     def __init__(self, data_dir: str, embedder_name: str = "embedder") -> None:
+        # The daemon sets this umask before starting Ray; a worker of a cluster joined
+        # through RAY_ADDRESS was started without it, and the database must stay private.
+        os.umask(PRIVATE_UMASK)
         self.path = Path(data_dir) / DB_FILENAME
         self._con = connect(self.path)
         embedder = RemoteEmbedder.named(embedder_name)

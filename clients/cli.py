@@ -1137,6 +1137,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
+    from narratoria.runtime.files import PRIVATE_UMASK
+
+    # Local commands write the data dir without a daemon (campaigns ingest, characters,
+    # clients): what they create is private, as what the daemon creates is.
+    os.umask(PRIVATE_UMASK)
     try:
         return args.func(args)
     except KeyboardInterrupt:
