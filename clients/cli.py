@@ -286,9 +286,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_web(args: argparse.Namespace) -> int:
     """The web front-end: a gateway (HTTP, a gRPC client of the daemon) serving the page."""
+    from .web.gateway import DEFAULT_MAX_BODY, GatewayError, parse_size
     from .web.gateway import serve as serve_web
 
-    return serve_web(listen=args.listen, socket=args.socket, token=args.token)
+    try:
+        max_body = parse_size(args.max_body) if args.max_body else DEFAULT_MAX_BODY
+    except GatewayError as exc:
+        return _fail(str(exc), 2)
+    return serve_web(listen=args.listen, socket=args.socket, token=args.token,
+                     allow_hosts=args.allow_host or (), max_body=max_body, json_output=args.json)
 
 
 # -- turn --------------------------------------------------------------------------------
@@ -965,13 +971,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     web = sub.add_parser("web", help="the web front-end: serve the page (a client of the daemon)",
                          description="Serve the web page on http://127.0.0.1:8765/ (--listen). "
-                                     "A non-loopback address needs the daemon token, which "
-                                     "browsers then present (/login?token=TOKEN).")
+                                     "Each start makes a new browser token and prints the URL "
+                                     "to open (http://HOST:PORT/?token=...); every request "
+                                     "needs it (a cookie that URL sets, or Authorization: "
+                                     "Bearer), on loopback too.")
     web.add_argument("--listen", metavar="HOST:PORT", help="where to serve (default 127.0.0.1:8765)")
     web.add_argument("--socket", metavar="PATH", help="the daemon's unix socket "
                                                       "(default: NARRATORIA_ADDRESS or the data dir's)")
-    web.add_argument("--token", metavar="TOKEN", help="the daemon token (default: NARRATORIA_TOKEN "
-                                                      "or daemon.token)")
+    web.add_argument("--token", metavar="TOKEN", help="the daemon token, for the daemon only "
+                                                      "(default: NARRATORIA_TOKEN or daemon.token); "
+                                                      "browsers never see it")
+    web.add_argument("--allow-host", metavar="NAME", action="append",
+                     help="one more name browsers may reach the gateway by (its Host header), "
+                          "besides localhost, 127.0.0.1, [::1] and the --listen host; repeatable")
+    web.add_argument("--max-body", metavar="SIZE", help="the largest request body, e.g. 8M "
+                                                        "(default 8M: a 5 MiB portrait as base64)")
+    web.add_argument("--json", action="store_true",
+                     help="print {url, token, port, ...} as one JSON line on stdout once listening")
     web.set_defaults(func=cmd_web)
 
     skills = sub.add_parser("skills", help="discover and check skills")

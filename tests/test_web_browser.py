@@ -16,7 +16,6 @@ import json
 import os
 import shutil
 import time
-import urllib.request
 import uuid
 from pathlib import Path
 
@@ -30,7 +29,6 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not 
 
 from conftest import FIXTURE_SKILLS, REPO  # noqa: E402
 from narratoria.clients.client import NarratoriaClient  # noqa: E402
-from narratoria.clients.web import gateway as web  # noqa: E402
 from test_web_gateway import LiveGateway  # noqa: E402
 
 ECHO = FIXTURE_SKILLS / "echo" / "scripts" / "echo"
@@ -50,7 +48,7 @@ def gateway(config_dir):
 
     daemon = Daemon("--planner", "pattern")
     client = NarratoriaClient(f"unix://{daemon.socket}")
-    live = LiveGateway(web.create_app(client))
+    live = LiveGateway(client)
     yield live
     live.stop()
     client.close()
@@ -76,6 +74,10 @@ def page(browser, gateway):
     tab.outside = []
     tab.on("request", lambda req: None if req.url.startswith(gateway.url) or req.url.startswith("data:")
            else tab.outside.append(req.url))
+    # The URL `narratoria web` prints: it leaves the launch token in a cookie and the
+    # address bar clean; every page and API call after it rides on that cookie.
+    tab.goto(gateway.login_url)
+    assert tab.url == gateway.url + "/", tab.url
     yield tab
     context.close()
 
@@ -218,14 +220,14 @@ def test_a_bad_skill_setting_is_refused_by_its_field_then_a_good_one_saved(page,
     sync_api.expect(error).not_to_be_empty()
     assert "invalid" in field.get_attribute("class")
     shot(page, "06-skill-setting-refused")
-    stored = json.loads(urllib.request.urlopen(gateway.url + "/api/skills/memory/config").read())
+    stored = gateway.request("GET", "/api/skills/memory/config")[2]
     assert {f["name"]: f["value"] for f in stored["view"]["fields"]}["maxResults"] == 5  # unchanged
 
     field.fill("7")
     card.get_by_role("button", name="Save settings").click()
     sync_api.expect(card.locator(".save-status")).to_have_text("Saved \u2713")
     assert error.inner_text() == ""
-    stored = json.loads(urllib.request.urlopen(gateway.url + "/api/skills/memory/config").read())
+    stored = gateway.request("GET", "/api/skills/memory/config")[2]
     assert {f["name"]: f["value"] for f in stored["view"]["fields"]}["maxResults"] == 7
     shot(page, "07-skill-setting-saved")
     # Sensitive fields are masked.

@@ -1,7 +1,8 @@
 """The web gateway (issue 9) against a real daemon, over real HTTP: the page and its
 files, the JSON API proxying the daemon's RPCs, a turn streamed as Server-Sent Events
 while it happens, assets only through the daemon with path escapes refused, and the
-token a gateway on a non-loopback address demands."""
+access rules (its launch token, Host, Origin; the attacks themselves are in
+tests/security/test_web_gateway_attacks.py, against the ``narratoria web`` process)."""
 
 from __future__ import annotations
 
@@ -34,13 +35,17 @@ STATIC = Path(web.__file__).parent / "static"
 
 
 class LiveGateway:
-    """The gateway app under uvicorn in a thread, on a free loopback port."""
+    """The gateway app under uvicorn in a thread, on a free loopback port, with a launch
+    token of its own. ``request`` acts as the page does: the token, and for a request
+    that changes anything JSON from the gateway's own origin."""
 
-    def __init__(self, app) -> None:
+    def __init__(self, client: NarratoriaClient, **access) -> None:
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
+        self.token = web.new_token()
+        app = web.create_app(client, web.Access(token=self.token, **access))
         self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False,
                                                     lifespan="off"))
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]},
@@ -51,6 +56,13 @@ class LiveGateway:
             assert time.monotonic() < deadline, "the gateway did not start"
             time.sleep(0.02)
         self.url = f"http://127.0.0.1:{self.port}"
+        self.login_url = f"{self.url}/?token={self.token}"
+
+    def page_headers(self, method: str = "GET") -> dict[str, str]:
+        headers = {"Authorization": f"Bearer {self.token}"}
+        if method in web.UNSAFE_METHODS:
+            headers.update({"Content-Type": "application/json", "Origin": self.url})
+        return headers
 
     def stop(self) -> None:
         self.server.should_exit = True
@@ -60,11 +72,11 @@ class LiveGateway:
     def request(self, method: str, path: str, body: object = None,
                 headers: dict[str, str] | None = None, timeout: float = 120):
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
-        headers = dict(headers or {})
+        # Headers given replace the page's; an empty value leaves that header out.
+        headers = {k: v for k, v in {**self.page_headers(method), **(headers or {})}.items() if v}
         data = body
         if isinstance(body, (dict, list)):
             data = json.dumps(body).encode()
-            headers["Content-Type"] = "application/json"
         conn.request(method, path, body=data, headers=headers)
         res = conn.getresponse()
         raw = res.read()
@@ -87,7 +99,7 @@ def daemon(config_dir):
 @pytest.fixture(scope="module")
 def gateway(daemon):
     client = NarratoriaClient(f"unix://{daemon.socket}")
-    live = LiveGateway(web.create_app(client))
+    live = LiveGateway(client)
     yield live
     live.stop()
     client.close()
@@ -104,7 +116,7 @@ def sse_frames(gateway: LiveGateway, path: str, body: dict) -> list[tuple[float,
     """POST a turn and read its event stream frame by frame: (arrival time, event, data)."""
     conn = http.client.HTTPConnection("127.0.0.1", gateway.port, timeout=300)
     conn.request("POST", path, body=json.dumps(body).encode(),
-                 headers={"Content-Type": "application/json", "Accept": "text/event-stream"})
+                 headers={**gateway.page_headers("POST"), "Accept": "text/event-stream"})
     res = conn.getresponse()
     assert res.status == 200, res.read()
     assert res.getheader("Content-Type").startswith("text/event-stream")
@@ -354,44 +366,101 @@ def test_listen_addresses():
     assert not web.is_loopback("example.org")
 
 
-def test_a_public_address_without_the_daemon_token_is_refused(daemon, monkeypatch):
+def test_host_origin_and_size_rules():
+    token = web.new_token()
+    assert len(token) >= 40 and token != web.new_token()
+    assert web.split_host("127.0.0.1:8765") == ("127.0.0.1", 8765)
+    assert web.split_host("[::1]:9") == ("::1", 9)
+    assert web.split_host("LocalHost.") == ("localhost", None)
+    for bad in ("", "a:b", "::1", "[::1", "[::1]x", "x:99999"):
+        assert web.split_host(bad) is None, bad
+    loopback = web.Access(token=token)
+    for name in ("localhost", "127.0.0.1", "::1", "127.0.0.2"):
+        assert loopback.host_allowed(name), name
+    for name in ("attacker.example", "localhost.attacker.example", "192.168.1.5", "0.0.0.0"):
+        assert not loopback.host_allowed(name), name
+    lan = web.Access(token=token, listen_host="192.168.1.5", allow_hosts=frozenset({"mybox.lan"}))
+    assert lan.host_allowed("192.168.1.5") and lan.host_allowed("mybox.lan")
+    assert not lan.host_allowed("10.0.0.1") and not lan.host_allowed("attacker.example")
+    anywhere = web.Access(token=token, listen_host="0.0.0.0")
+    assert anywhere.host_allowed("10.0.0.1") and not anywhere.host_allowed("attacker.example")
+    with pytest.raises(web.GatewayError):
+        web.Access(token="short")
+
+    assert web.origin_of("http://127.0.0.1:8765") == ("http", "127.0.0.1", 8765)
+    assert web.origin_of("http://LOCALHOST/page?x=1") == ("http", "localhost", 80)
+    assert web.origin_of("null") is None and web.origin_of("file:///x") is None
+    assert web.own_origin("http", "localhost", None) == web.origin_of("http://localhost:80")
+    assert web.is_json_type("application/json; charset=utf-8")
+    assert not web.is_json_type("text/plain") and not web.is_json_type("application/jsonp")
+
+    assert web.parse_size("8M") == web.DEFAULT_MAX_BODY == web.parse_size("8MiB")
+    assert web.parse_size("512k") == 512 * 1024 and web.parse_size("4096") == 4096
+    for bad in ("", "M", "-1M", "1.5M", "12", "x" * 500):
+        with pytest.raises(web.GatewayError) as info:
+            web.parse_size(bad)
+        assert len(str(info.value)) < 250
+
+
+def test_the_default_cap_takes_the_largest_portrait_the_daemon_takes():
+    from narratoria.runtime.characters.store import DESCRIPTION_MAX, PORTRAIT_MAX_BYTES
+
+    portrait = -(-PORTRAIT_MAX_BYTES // 3) * 4 + len("data:image/png;base64,")
+    description = DESCRIPTION_MAX * 6  # every character as a JSON \\uXXXX escape
+    assert portrait + description + 1024 <= web.DEFAULT_MAX_BODY
+
+
+def test_a_public_address_gets_a_launch_token_and_never_needs_the_daemon_token(daemon, monkeypatch):
     monkeypatch.delenv("NARRATORIA_TOKEN", raising=False)
-    with pytest.raises(web.GatewayError, match="non-loopback address needs the daemon token"):
-        web.prepare("0.0.0.0:0", str(daemon.socket), None)
-    done = subprocess.run([sys.executable, "-m", "narratoria.clients.cli", "web", "--listen",
-                           "0.0.0.0:0", "--socket", str(daemon.socket)],
-                          capture_output=True, text=True, timeout=60)
-    assert done.returncode == 2 and "needs the daemon token" in done.stderr, done.stderr
-    # With the token (--token or NARRATORIA_TOKEN) it starts, and asks browsers for it.
-    host, port, client, found, public = web.prepare("0.0.0.0:0", str(daemon.socket), "s3cret")
-    client.close()
-    assert (host, public, found) == ("0.0.0.0", True, "s3cret")
-    monkeypatch.setenv("NARRATORIA_TOKEN", "from-env")
-    *_, client, found, public = web.prepare("[::]:0", str(daemon.socket), None)
-    client.close()
-    assert public and found == "from-env"
-
-
-def test_a_gateway_that_needs_the_token_asks_every_request_for_it(daemon):
-    token = "t0ken-" + uuid.uuid4().hex
-    client = NarratoriaClient(f"unix://{daemon.socket}")
-    live = LiveGateway(web.create_app(client, token=token, require_token=True))
+    ready = web.prepare("0.0.0.0:0", str(daemon.socket), None, ["mybox.lan"])
     try:
-        assert live.request("GET", "/api/status")[0] == 401
-        assert live.request("GET", "/")[0] == 401
-        assert live.request("GET", "/static/app.js")[0] == 401
+        assert ready.access.listen_host == "0.0.0.0" and ready.port > 0
+        assert ready.access.allow_hosts == frozenset({"mybox.lan"})
+        assert ready.url() == f"http://127.0.0.1:{ready.port}/?token={ready.access.token}"
+        # The browser's token is not the daemon's (which stays between gateway and daemon).
+        daemon_token = (daemon.socket.parent / "daemon.token").read_text().strip()
+        assert ready.access.token != daemon_token
+        assert ready.client.status().version  # the gateway reaches the daemon
+    finally:
+        ready.client.close()
+        ready.sock.close()
+    with pytest.raises(web.GatewayError, match="not the daemon's token"):
+        web.prepare("127.0.0.1:0", str(daemon.socket), "s3cret-but-wrong")
+    with pytest.raises(web.GatewayError, match="--allow-host"):
+        web.prepare("127.0.0.1:0", str(daemon.socket), None, ["http://x.lan:80"])
+    done = subprocess.run([sys.executable, "-m", "narratoria.clients.cli", "web", "--max-body",
+                           "lots", "--socket", str(daemon.socket)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "--max-body 'lots'" in done.stderr, done.stderr
+
+
+def test_the_gateway_asks_every_request_for_its_launch_token(daemon):
+    client = NarratoriaClient(f"unix://{daemon.socket}")
+    live = LiveGateway(client)
+    none = {"Authorization": "", "Origin": "", "Content-Type": ""}
+    try:
+        assert live.request("GET", "/api/status", headers=none)[0] == 401
+        assert live.request("GET", "/", headers=none)[0] == 401
+        assert live.request("GET", "/static/app.js", headers=none)[0] == 401
         assert live.request("GET", "/api/status", headers={"Authorization": "Bearer nope"})[0] == 401
-        status, _, doc = live.request("GET", "/api/status",
-                                      headers={"Authorization": f"Bearer {token}"})
+        status, _, doc = live.request("GET", "/api/status")
         assert status == 200 and doc["version"]
-        assert live.request("GET", "/login?token=wrong")[0] == 401
-        status, res, _ = live.request("GET", f"/login?token={token}")
-        assert status == 303
+        assert live.request("GET", "/?token=wrong", headers=none)[0] == 401
+        status, res, _ = live.request("GET", f"/?token={live.token}", headers=none)
+        assert status == 303 and res.getheader("Location") == "/"
         cookie = res.getheader("Set-Cookie")
         assert "httponly" in cookie.lower() and "samesite=strict" in cookie.lower()
-        jar = cookie.split(";", 1)[0]
-        assert live.request("GET", "/api/sessions", headers={"Cookie": jar})[0] == 200
-        assert live.request("GET", "/", headers={"Cookie": jar})[0] == 200
+        jar = {**none, "Cookie": cookie.split(";", 1)[0]}
+        assert live.request("GET", "/api/sessions", headers=jar)[0] == 200
+        assert live.request("GET", "/", headers=jar)[0] == 200
+        # A POST with the cookie but from no page of this gateway is refused.
+        status, _, doc = live.request("POST", "/api/sessions", {"title": "x"},
+                                      headers={**jar, "Content-Type": "application/json"})
+        assert status == 403 and doc["error"]["header"] == "Origin"
+        status, _, doc = live.request("POST", "/api/sessions", b'{"title": "x"}',
+                                      headers={**jar, "Content-Type": "text/plain",
+                                               "Origin": live.url})
+        assert status == 415 and doc["error"]["header"] == "Content-Type"
     finally:
         live.stop()
         client.close()

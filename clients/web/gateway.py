@@ -7,11 +7,25 @@ state and reads no game files: assets come from the daemon's ``GetAsset`` (which
 refuses paths outside the session's campaign and data folders), settings and
 characters are saved by the daemon.
 
-Access: on a loopback address anyone on the machine who can reach the port may play
-(as with the daemon's unix socket, which only its owner can open, the gateway runs
-as that owner). On any other address the gateway needs the daemon token and asks
-every request for it: ``Authorization: Bearer TOKEN``, or the cookie that
-``/login?token=TOKEN`` sets.
+Access (issue 19, item 7), on every address, loopback included, checked by
+:class:`_Guard` before any route runs, in this order:
+
+1. ``Host`` must name this gateway (:class:`Access`): its listen host, ``localhost``,
+   ``127.0.0.1``, ``[::1]`` or a name the user allowed (``--allow-host``); on a wildcard
+   address also any IP literal. A page on another name (DNS rebinding) gets 403.
+2. A per-launch token, made at start and printed as ``http://HOST:PORT/?token=...``:
+   opening that URL sets an ``HttpOnly; SameSite=Strict; Path=/`` cookie (named after the
+   port: cookies are not kept apart by port) and redirects to the clean URL. Every other
+   request needs that cookie or ``Authorization: Bearer TOKEN``. The daemon token never
+   goes to a browser: it stays between this process and the daemon.
+3. POST/PUT/PATCH/DELETE need ``Content-Type: application/json`` (a cross-site form or
+   ``text/plain`` fetch cannot send it without a CORS preflight, which is never
+   answered) and an ``Origin`` (else ``Referer``) that is this gateway's own origin. A
+   request with neither is let through only with ``Authorization: Bearer``: a browser
+   adds that header to no cross-site request, while it would add the cookie.
+4. A request body is read while it streams and refused with 413 once it passes
+   ``max_body`` (or when ``Content-Length`` says it will): the gateway never holds more
+   than ``max_body`` bytes of one request, whatever the headers claim.
 """
 
 from __future__ import annotations
@@ -22,11 +36,16 @@ import binascii
 import hmac
 import ipaddress
 import json
+import os
 import re
+import secrets
+import socket
+import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, AsyncIterator, Callable
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -45,13 +64,20 @@ from starlette.staticfiles import StaticFiles
 
 from ..client import ClientError, NarratoriaClient, event_to_dict, message_to_dict
 
-__all__ = ["Gateway", "GatewayError", "create_app", "is_loopback", "parse_listen"]
+__all__ = ["Access", "Gateway", "GatewayError", "create_app", "is_loopback", "new_token",
+           "parse_listen", "parse_size"]
 
 STATIC = Path(__file__).resolve().parent / "static"
-COOKIE = "narratoria_token"
+COOKIE_PREFIX = "narratoria_web_"
 DEFAULT_PORT = 8765
 KEEPALIVE_S = 15.0
-MAX_UPLOAD = 16 * 1024 * 1024
+# The largest body the page sends is a character with its portrait as base64 JSON: the
+# daemon takes portraits up to 5 MiB (runtime/characters/store.py, PORTRAIT_MAX_BYTES),
+# 6.7 MiB as base64, plus a description of at most 5,000 characters.
+DEFAULT_MAX_BODY = 8 * 1024 * 1024
+LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
+UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+_SHOWN_MAX = 80  # characters of a client's header quoted back in an error
 
 # gRPC status -> HTTP status for the JSON errors the page shows.
 _HTTP_STATUS = {
@@ -72,7 +98,7 @@ _PAGE_CSP = ("default-src 'self'; img-src 'self' data: blob:; media-src 'self' b
 
 
 class GatewayError(Exception):
-    """A gateway that must not start (a bad --listen, a public address without a token)."""
+    """A gateway that must not start (a bad --listen or --max-body, a port in use)."""
 
 
 # -- listening address ---------------------------------------------------------------------
@@ -106,6 +132,122 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False  # a host name: it may resolve to anything
+
+
+def is_wildcard(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        return False
+
+
+def parse_size(value: str) -> int:
+    """``8388608``, ``512K``, ``8M``, ``8MiB``, ``1G`` -> bytes (binary units)."""
+    text = value.strip().upper().removesuffix("IB").removesuffix("B")
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+    digits = text[:-1] if scale > 1 else text
+    if not digits.isdigit() or int(digits) * scale < 1024:
+        raise GatewayError(f"--max-body {value[:_SHOWN_MAX]!r}: expected a size of at least 1K "
+                           "such as 8M, 512K or a number of bytes")
+    return int(digits) * scale
+
+
+def new_token() -> str:
+    """A per-launch browser token: 256 random bits, URL-safe."""
+    return secrets.token_urlsafe(32)
+
+
+def _shown(value: str) -> str:
+    """A client's value quoted in an error, never longer than _SHOWN_MAX characters."""
+    return repr(value[:_SHOWN_MAX] + ("…" if len(value) > _SHOWN_MAX else ""))
+
+
+def split_host(header: str) -> tuple[str, int | None] | None:
+    """A ``Host`` header (``name``, ``name:port``, ``[v6]:port``) -> (lower-case name
+    without a trailing dot, port or None); None if it is not one."""
+    value = header.strip().lower()
+    port = ""
+    if value.startswith("["):
+        end = value.find("]")
+        if end < 0 or (value[end + 1:] and not value[end + 1:].startswith(":")):
+            return None
+        name, port = value[1:end], value[end + 2:]
+    elif value.count(":") == 1:
+        name, port = value.split(":")
+    elif ":" in value:
+        return None  # a bare IPv6 address must be bracketed in a Host header
+    else:
+        name = value
+    name = name.rstrip(".")
+    if not name or (port and (not port.isdigit() or int(port) > 65535)):
+        return None
+    return name, int(port) if port else None
+
+
+def _ip(name: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        return ipaddress.ip_address(name)
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class Access:
+    """Who may talk to one gateway: the names it answers to, its per-launch token, and
+    the largest request body it reads."""
+
+    token: str
+    listen_host: str = "127.0.0.1"
+    allow_hosts: frozenset[str] = frozenset()
+    max_body: int = DEFAULT_MAX_BODY
+
+    def __post_init__(self) -> None:
+        if len(self.token) < 16:
+            raise GatewayError("the gateway's browser token must be at least 16 characters")
+
+    def host_allowed(self, name: str) -> bool:
+        """DNS rebinding points a name the attacker owns at this machine, so only names
+        no web page controls are answered: loopback names, the listen host, the user's
+        own ``--allow-host`` names. An IP literal is no rebinding (the browser's origin
+        is then that address), so on a wildcard address every one is fine."""
+        listen = self.listen_host.lower().rstrip(".")
+        if name in LOCAL_HOSTS or name == listen or name in self.allow_hosts:
+            return True
+        address = _ip(name)
+        if address is None:
+            return False
+        if address.is_loopback:
+            return True
+        return is_wildcard(listen) or address == _ip(listen)
+
+    def token_matches(self, offered: str) -> bool:
+        return bool(offered) and hmac.compare_digest(offered.encode(), self.token.encode())
+
+
+def cookie_name(port: int | None) -> str:
+    return f"{COOKIE_PREFIX}{port or 0}"
+
+
+def own_origin(scheme: str, host: str, port: int | None) -> tuple[str, str, int]:
+    default = 443 if scheme in ("https", "wss") else 80
+    return scheme, host, port or default
+
+
+def origin_of(url: str) -> tuple[str, str, int] | None:
+    """``scheme://host[:port]`` of an ``Origin`` or ``Referer`` value; None for ``null``
+    or anything that is not an http(s) URL."""
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError:
+        return None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return None
+    return own_origin(parts.scheme, parts.hostname.lower().rstrip("."), port)
+
+
+def is_json_type(value: str) -> bool:
+    return value.split(";", 1)[0].strip().lower() == "application/json"
 
 
 # -- helpers -------------------------------------------------------------------------------
@@ -168,27 +310,12 @@ class _SessionCache:
 # -- the app -------------------------------------------------------------------------------
 
 class Gateway:
-    """The app's state: one daemon client (one client identity) and the access token."""
+    """The app's state: one daemon client (one client identity) and who may use it."""
 
-    def __init__(self, client: NarratoriaClient, token: str | None = None,
-                 require_token: bool = False) -> None:
-        if require_token and not token:
-            raise GatewayError("a gateway on a non-loopback address needs the daemon token")
+    def __init__(self, client: NarratoriaClient, access: Access) -> None:
         self.client = client
-        self.token = token
-        self.require_token = require_token
+        self.access = access
         self.cache = _SessionCache()
-
-    # -- access ----------------------------------------------------------------------------
-
-    def authorised(self, request: Request) -> bool:
-        if not self.require_token:
-            return True
-        offered = request.cookies.get(COOKIE, "")
-        auth = request.headers.get("authorization", "")
-        if auth.lower().startswith("bearer "):
-            offered = auth[7:].strip()
-        return bool(offered) and hmac.compare_digest(offered.encode(), (self.token or "").encode())
 
     # -- daemon calls ----------------------------------------------------------------------
 
@@ -236,9 +363,8 @@ def _json_body(request_body: bytes) -> dict[str, Any]:
     return doc
 
 
-def create_app(client: NarratoriaClient, *, token: str | None = None,
-               require_token: bool = False) -> Starlette:
-    gw = Gateway(client, token=token, require_token=require_token)
+def create_app(client: NarratoriaClient, access: Access) -> Starlette:
+    gw = Gateway(client, access)
 
     def api(handler: Callable[..., Any]) -> Callable[[Request], Any]:
         async def endpoint(request: Request) -> Response:
@@ -254,26 +380,11 @@ def create_app(client: NarratoriaClient, *, token: str | None = None,
     async def body(request: Request) -> dict[str, Any]:
         return _json_body(await request.body())
 
-    # -- page & login ----------------------------------------------------------------------
+    # -- the page (the token login is _Guard's) ---------------------------------------------
 
     async def index(request: Request) -> Response:
-        if not gw.authorised(request):
-            return PlainTextResponse(
-                "This Narratoria gateway needs the daemon token: open /login?token=TOKEN "
-                "(the token is in the daemon's data dir, daemon.token).", status_code=401)
         return FileResponse(STATIC / "index.html", headers={"Content-Security-Policy": _PAGE_CSP,
                                                             "Cache-Control": "no-cache"})
-
-    async def login(request: Request) -> Response:
-        offered = request.query_params.get("token", "")
-        if gw.require_token and not (offered and hmac.compare_digest(
-                offered.encode(), (gw.token or "").encode())):
-            return PlainTextResponse("wrong or missing token", status_code=401)
-        response = RedirectResponse("/", status_code=303)
-        if gw.require_token:
-            response.set_cookie(COOKIE, offered, httponly=True, samesite="strict",
-                                secure=request.url.scheme == "https")
-        return response
 
     # -- daemon & campaigns ----------------------------------------------------------------
 
@@ -400,9 +511,8 @@ def create_app(client: NarratoriaClient, *, token: str | None = None,
 
     async def save_character(request: Request) -> Response:
         cid = request.path_params.get("cid", "")
-        # JSON (no multipart parser needed): the portrait as base64 text.
-        if int(request.headers.get("content-length") or 0) > MAX_UPLOAD * 4 // 3 + 65536:
-            return _error(413, "INVALID_ARGUMENT", "portrait: larger than 16 MiB", field="portrait")
+        # JSON (no multipart parser needed): the portrait as base64 text, its size capped
+        # with every other body by _Guard.
         form = await body(request)
         data = b""
         if form.get("portrait"):
@@ -420,7 +530,6 @@ def create_app(client: NarratoriaClient, *, token: str | None = None,
 
     routes = [
         Route("/", index),
-        Route("/login", login),
         Route("/api/status", api(status)),
         Route("/api/campaigns", api(campaigns)),
         Route("/api/sessions", api(sessions), methods=["GET"]),
@@ -451,22 +560,16 @@ def create_app(client: NarratoriaClient, *, token: str | None = None,
 
 
 class _Guard:
-    """The token check for every path but the page and /login (they answer themselves),
-    and the headers every response carries."""
+    """The access rules of the module docstring, for every request before any route,
+    and the headers every response carries (refusals included)."""
 
     def __init__(self, app: Any, gateway: Gateway) -> None:
         self.app = app
-        self.gateway = gateway
+        self.access = gateway.access
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
-            return
-        path = scope.get("path", "")
-        if path not in ("/", "/login") and not self.gateway.authorised(Request(scope)):
-            await _error(401, "UNAUTHENTICATED", "this gateway needs the daemon token "
-                                                 "(Authorization: Bearer, or /login?token=)")(
-                scope, receive, send)
             return
 
         async def send_with_headers(message: dict) -> None:
@@ -479,7 +582,131 @@ class _Guard:
                 message = {**message, "headers": headers}
             await send(message)
 
-        await self.app(scope, receive, send_with_headers)
+        request = Request(scope)
+        refusal = self.refusal(request)
+        if refusal is None and scope["method"] in UNSAFE_METHODS:
+            refusal = self.unsafe_refusal(request)
+        if refusal is not None:
+            await refusal(scope, receive, send_with_headers)
+            return
+        body = await self.read_body(request, receive, send_with_headers)
+        if body is None:
+            return
+        replayed = False
+
+        async def replay() -> dict:
+            nonlocal replayed
+            if replayed:
+                return await receive()  # the client's disconnect, for streamed answers
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send_with_headers)
+
+    # -- the checks, each a response when the request is refused -----------------------------
+
+    def refusal(self, request: Request) -> Response | None:
+        """Host, then the token login, then the token."""
+        host = split_host(request.headers.get("host", ""))
+        if host is None:
+            return _error(400, "INVALID_ARGUMENT", "the request has no valid Host header",
+                          header="Host")
+        if not self.access.host_allowed(host[0]):
+            return _error(403, "PERMISSION_DENIED",
+                          f"Host {_shown(host[0])} is not a name this gateway answers to "
+                          "(localhost, 127.0.0.1, [::1], its --listen host, or one given with "
+                          "--allow-host NAME)", header="Host")
+        port = request.scope.get("server", (None, None))[1]
+        path = request.url.path
+        if request.method == "GET" and path in ("/", "/login") and "token" in request.query_params:
+            return self.login(request, port)
+        if not self.authorised(request, port):
+            if path == "/":
+                return PlainTextResponse(
+                    "This Narratoria gateway needs its launch token: open the URL that "
+                    "`narratoria web` printed when it started (http://HOST:PORT/?token=...).",
+                    status_code=401)
+            return _error(401, "UNAUTHENTICATED",
+                          "this gateway needs its launch token: open the URL `narratoria web` "
+                          "printed (/?token=...), or send Authorization: Bearer TOKEN")
+        if path == "/login":
+            return RedirectResponse("/", status_code=303)
+        return None
+
+    def login(self, request: Request, port: int | None) -> Response:
+        if not self.access.token_matches(request.query_params.get("token", "")):
+            return PlainTextResponse("wrong token: open the URL `narratoria web` printed when it "
+                                     "started (a restarted gateway has a new token)",
+                                     status_code=401)
+        # The clean URL: the token leaves the address bar (and the history of this page).
+        rest = [(k, v) for k, v in parse_qsl(request.url.query, keep_blank_values=True)
+                if k != "token"]
+        target = "/" + (f"?{urlencode(rest)}" if rest and request.url.path == "/" else "")
+        response = RedirectResponse(target, status_code=303, headers={"Cache-Control": "no-store"})
+        response.set_cookie(cookie_name(port), self.access.token, path="/", httponly=True,
+                            samesite="strict", secure=request.url.scheme == "https")
+        return response
+
+    def authorised(self, request: Request, port: int | None) -> bool:
+        auth = request.headers.get("authorization", "")
+        if auth[:7].lower() == "bearer ":
+            return self.access.token_matches(auth[7:].strip())
+        return self.access.token_matches(request.cookies.get(cookie_name(port), ""))
+
+    def unsafe_refusal(self, request: Request) -> Response | None:
+        """A state-changing request: JSON, from this gateway's own page."""
+        kind = request.headers.get("content-type", "")
+        if not is_json_type(kind):
+            return _error(415, "INVALID_ARGUMENT",
+                          f"{request.method} needs Content-Type: application/json, not "
+                          f"{_shown(kind) if kind else 'none'}", header="Content-Type")
+        name, port = split_host(request.headers.get("host", "")) or ("", None)
+        own = own_origin(request.url.scheme, name, port)
+        for header in ("origin", "referer"):
+            value = request.headers.get(header)
+            if value is None:
+                continue
+            if origin_of(value) != own:
+                return _error(403, "PERMISSION_DENIED",
+                              f"{header.title()} {_shown(value)} is not this gateway's own "
+                              "page: requests that change anything come from the page only",
+                              header=header.title())
+            return None
+        if request.headers.get("authorization", "")[:7].lower() == "bearer ":
+            return None
+        return _error(403, "PERMISSION_DENIED", f"{request.method} needs an Origin (or Referer) "
+                      "header naming this gateway, or Authorization: Bearer", header="Origin")
+
+    async def read_body(self, request: Request, receive: Callable, send: Callable) -> bytes | None:
+        """The whole body, or None once a 413 is sent: never more than max_body held."""
+        cap = self.access.max_body
+        declared = request.headers.get("content-length", "")
+        if declared.strip().isdigit() and int(declared) > cap:
+            await self.too_large(request, send, f"Content-Length {int(declared)} bytes")
+            return None
+        held = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None
+            held += message.get("body", b"")
+            if len(held) > cap:
+                await self.too_large(request, send, f"more than {cap} bytes sent")
+                return None
+            if not message.get("more_body", False):
+                return bytes(held)
+
+    async def too_large(self, request: Request, send: Callable, what: str) -> None:
+        # Connection: close, so that the server drops the rest of the body unread.
+        response = _error(413, "RESOURCE_EXHAUSTED",
+                          f"request body too large ({what}): this gateway takes at most "
+                          f"{self.access.max_body} bytes (--max-body)", header="Content-Length")
+        response.headers["Connection"] = "close"
+        await response(request.scope, _no_body, send)
+
+
+async def _no_body() -> dict:
+    return {"type": "http.disconnect"}
 
 
 def _bytes(data: bytes, media_type: str) -> Response:
@@ -610,80 +837,111 @@ class _TurnRelay:
 
 # -- `narratoria web` ----------------------------------------------------------------------
 
-def resolve_token(explicit: str | None, endpoint: Any) -> str | None:
-    """The daemon token: --token, else NARRATORIA_TOKEN, else the daemon.token beside the
-    daemon's socket (its data dir), else the default data dir's."""
-    from narratoria.runtime.endpoint import TOKEN_NAME, client_token
+@dataclass
+class Prepared:
+    """A gateway ready to serve: its bound socket, its daemon client and its access rules."""
 
-    if explicit:
-        return explicit.strip() or None
-    import os
+    sock: socket.socket
+    client: NarratoriaClient
+    access: Access
 
-    from_env = os.environ.get("NARRATORIA_TOKEN", "").strip()
-    if from_env:
-        return from_env
-    unix_path = getattr(endpoint, "unix_path", None)
-    if unix_path is not None:
-        try:
-            found = (Path(unix_path).parent / TOKEN_NAME).read_text().strip()
-            if found:
-                return found
-        except OSError:
-            pass
-    return client_token()
+    @property
+    def port(self) -> int:
+        return self.sock.getsockname()[1]
+
+    def base_url(self) -> str:
+        """The URL to open: a wildcard address is reached on loopback from this machine."""
+        host = self.access.listen_host
+        if is_wildcard(host):
+            host = "::1" if ":" in host else "127.0.0.1"
+        shown = f"[{host}]" if ":" in host else host
+        return f"http://{shown}:{self.port}/"
+
+    def url(self) -> str:
+        return f"{self.base_url()}?token={self.access.token}"
 
 
-def prepare(listen: str | None, socket: str | None, token: str | None) -> tuple[str, int, NarratoriaClient, str | None, bool]:
-    """Check the arguments and connect; GatewayError says why the gateway must not start."""
-    from narratoria.runtime.endpoint import client_endpoint, unix_endpoint
+def bind(host: str, port: int) -> socket.socket:
+    """The listening socket, bound before anything is printed, so that ``:0`` gets a real
+    port and a port in use is a clear error rather than a traceback from uvicorn."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        return socket.create_server((host, port), family=family, backlog=128)
+    except OSError as exc:
+        raise GatewayError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
+def prepare(listen: str | None, socket_path: str | None, daemon_token: str | None,
+            allow_hosts: list[str] | tuple[str, ...] = (),
+            max_body: int = DEFAULT_MAX_BODY) -> Prepared:
+    """Check the arguments, bind and connect; GatewayError says why the gateway must not
+    start. ``daemon_token`` is for the daemon only (the client library finds it beside
+    the socket when it is None); browsers get a new per-launch token."""
+    from narratoria.runtime.endpoint import TOKEN_NAME, client_endpoint, unix_endpoint
 
     host, port = parse_listen(listen or "127.0.0.1:%d" % DEFAULT_PORT)
-    endpoint = unix_endpoint(socket) if socket else client_endpoint()
-    daemon_token = resolve_token(token, endpoint)
-    if token and endpoint.unix_path is not None:
+    names = set()
+    for name in allow_hosts:
+        parsed = split_host(name)
+        if parsed is None or parsed[1] is not None or "/" in name:
+            raise GatewayError(f"--allow-host {_shown(name)}: expected a host name or address "
+                               "without a port or scheme (e.g. mybox.lan)")
+        names.add(parsed[0])
+    endpoint = unix_endpoint(socket_path) if socket_path else client_endpoint()
+    if daemon_token and endpoint.unix_path is not None:
         try:
-            on_disk = (Path(endpoint.unix_path).parent / "daemon.token").read_text().strip()
+            on_disk = (Path(endpoint.unix_path).parent / TOKEN_NAME).read_text().strip()
         except OSError:
             on_disk = ""
-        if on_disk and not hmac.compare_digest(on_disk.encode(), token.strip().encode()):
+        if on_disk and not hmac.compare_digest(on_disk.encode(), daemon_token.strip().encode()):
             raise GatewayError("--token is not the daemon's token (daemon.token beside its socket)")
-    public = not is_loopback(host)
-    if public and not daemon_token:
-        raise GatewayError(
-            f"refusing to listen on {host}:{port}: a non-loopback address needs the daemon "
-            "token (--token, NARRATORIA_TOKEN, or the daemon's data-dir/daemon.token), which "
-            "browsers must then present (/login?token=...)")
-    client = NarratoriaClient(endpoint, token=daemon_token if endpoint.is_tcp else None,
+    access = Access(token=new_token(), listen_host=host, allow_hosts=frozenset(names),
+                    max_body=max_body)
+    sock = bind(host, port)
+    client = NarratoriaClient(endpoint, token=(daemon_token or "").strip() or None,
                               turn_timeout_s=None)
-    return host, port, client, daemon_token, public
+    return Prepared(sock=sock, client=client, access=access)
 
 
 def serve(listen: str | None = None, socket: str | None = None, token: str | None = None,
-          log_level: str = "warning") -> int:
-    import sys
-
+          allow_hosts: list[str] | tuple[str, ...] = (), max_body: int = DEFAULT_MAX_BODY,
+          json_output: bool = False, log_level: str = "warning") -> int:
     import uvicorn
 
     from narratoria.runtime.endpoint import EndpointError
 
     try:
-        host, port, client, daemon_token, public = prepare(listen, socket, token)
+        ready = prepare(listen, socket, token, allow_hosts, max_body)
     except (GatewayError, EndpointError) as exc:
         print(f"narratoria web: {exc}", file=sys.stderr)
         return 2
+    client = ready.client
     try:
         client.wait_ready(timeout_s=5.0)
     except ClientError as exc:
         print(f"narratoria web: {exc}", file=sys.stderr)
         client.close()
+        ready.sock.close()
         return 1
-    app = create_app(client, token=daemon_token, require_token=public)
-    shown = f"[{host}]" if ":" in host else host
-    print(f"narratoria web: serving http://{shown}:{port}/ (daemon at {client.endpoint})"
-          + (f"; open http://{shown}:{port}/login?token=... first" if public else ""),
-          file=sys.stderr, flush=True)
+    app = create_app(client, ready.access)
+    host = ready.access.listen_host
+    print(f"narratoria web: serving {ready.base_url()} (daemon at {client.endpoint}); "
+          f"open {ready.url()}", file=sys.stderr, flush=True)
+    if not is_loopback(host):
+        print(f"narratoria web: listening on {host}, not loopback: plain HTTP, so the token "
+              "crosses the network in clear; from another machine open the URL with this "
+              "machine's address (a host name needs --allow-host NAME)",
+              file=sys.stderr, flush=True)
+    if json_output:
+        print(json.dumps({"url": ready.url(), "base_url": ready.base_url(),
+                          "token": ready.access.token, "host": host, "port": ready.port,
+                          "pid": os.getpid(), "daemon": str(client.endpoint),
+                          "allow_hosts": sorted(ready.access.allow_hosts),
+                          "max_body": ready.access.max_body}), flush=True)
     try:
-        uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)
+        server = uvicorn.Server(uvicorn.Config(app, log_level=log_level, access_log=False))
+        server.run(sockets=[ready.sock])
     finally:
         client.close()
+        ready.sock.close()
     return 0

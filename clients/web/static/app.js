@@ -51,14 +51,16 @@
     }
   }
 
+  // The gateway refuses a request that changes anything unless it is JSON from this
+  // page (fetch adds the Origin header), so every such request carries a JSON body.
   async function api(method, path, body) {
-    const init = { method, headers: {} , credentials: "same-origin" };
-    if (body instanceof FormData) init.body = body;
-    else if (body !== undefined) {
-      init.body = JSON.stringify(body);
+    const init = { method, headers: {}, credentials: "same-origin" };
+    if (method !== "GET" && method !== "HEAD") {
+      init.body = JSON.stringify(body === undefined ? {} : body);
       init.headers["Content-Type"] = "application/json";
     }
     const res = await fetch(path, init);
+    if (res.status === 401) toast("This page needs the gateway's launch token: open the URL `narratoria web` printed.", true);
     let doc = null;
     const type = res.headers.get("Content-Type") || "";
     if (type.includes("json")) doc = await res.json();
