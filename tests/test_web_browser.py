@@ -333,3 +333,53 @@ def test_the_gallery_shows_images_plays_audio_and_labels_unknown_media(page, gat
     shot(page, "09-gallery")
     assert not page.errors, page.errors
 
+
+
+def test_the_tokened_link_opens_the_page_when_clicked_on_another_site(browser, gateway):
+    """The printed URL, clicked on a page of another site (a chat, a wiki): the Strict
+    cookie is set and sent, the page opens on the clean URL; the other site itself
+    cannot read or call the gateway."""
+    import http.server
+    import re
+    import threading
+
+    link = gateway.login_url
+
+    class Elsewhere(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = f'<!doctype html><a id="go" href="{link}">open the game</a>'.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    # "localhost" and "127.0.0.1" are different sites to the browser.
+    other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Elsewhere)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    context = browser.new_context()
+    try:
+        tab = context.new_page()
+        tab.goto(f"http://localhost:{other.server_address[1]}/")
+        # A script on the other site reaches nothing: no cookie goes with its request
+        # (SameSite=Strict) and it could not read the answer anyway (no CORS).
+        sneaky = tab.evaluate("""(url) => fetch(url, {method: 'POST', mode: 'no-cors',
+            credentials: 'include', headers: {'Content-Type': 'text/plain'},
+            body: JSON.stringify({title: 'from elsewhere'})}).then(r => r.type, e => String(e))""",
+                              gateway.url + "/api/sessions")
+        assert sneaky in ("opaque", "TypeError: Failed to fetch"), sneaky
+        tab.click("#go")
+        tab.wait_for_url(gateway.url + "/")
+        tab.wait_for_selector("#nav a[data-view='sessions']")
+        # The page's own API calls carry the cookie: the daemon badge says it is up.
+        sync_api.expect(tab.locator("#daemon-status.ok")).to_have_text(re.compile("^daemon "))
+        cookies = context.cookies(gateway.url)
+        assert [(c["httpOnly"], c["sameSite"]) for c in cookies] == [(True, "Strict")], cookies
+    finally:
+        context.close()
+        other.shutdown()
+    titles = [s.get("title") for s in gateway.request("GET", "/api/sessions?all=1")[2]["sessions"]]
+    assert "from elsewhere" not in titles

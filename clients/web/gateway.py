@@ -34,6 +34,7 @@ import asyncio
 import base64
 import binascii
 import hmac
+import html
 import ipaddress
 import json
 import os
@@ -53,6 +54,7 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import (
     FileResponse,
+    HTMLResponse,
     JSONResponse,
     PlainTextResponse,
     RedirectResponse,
@@ -642,7 +644,20 @@ class _Guard:
         rest = [(k, v) for k, v in parse_qsl(request.url.query, keep_blank_values=True)
                 if k != "token"]
         target = "/" + (f"?{urlencode(rest)}" if rest and request.url.path == "/" else "")
-        response = RedirectResponse(target, status_code=303, headers={"Cache-Control": "no-store"})
+        response: Response
+        if request.headers.get("sec-fetch-site") == "cross-site":
+            # The link was clicked on another site: a browser counts a redirect chain
+            # that began there as cross-site and would not send the Strict cookie to
+            # `target`; a navigation from this page itself does.
+            shown = html.escape(target, quote=True)
+            response = HTMLResponse(
+                f'<!doctype html><meta http-equiv="refresh" content="0; url={shown}">'
+                f'<a href="{shown}">Narratoria</a>',
+                headers={"Cache-Control": "no-store",
+                         "Content-Security-Policy": "default-src 'none'"})
+        else:
+            response = RedirectResponse(target, status_code=303,
+                                        headers={"Cache-Control": "no-store"})
         response.set_cookie(cookie_name(port), self.access.token, path="/", httponly=True,
                             samesite="strict", secure=request.url.scheme == "https")
         return response

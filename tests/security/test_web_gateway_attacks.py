@@ -125,6 +125,12 @@ def test_the_token_url_sets_a_strict_httponly_cookie_and_drops_the_token(gw):
     assert gw.request("GET", "/api/status", headers=jar).status == 200
     # /login?token= (the older URL) does the same.
     assert gw.request("GET", f"/login?token={gw.token}").status == 303
+    # Clicked on another site: the same cookie, and the page moves itself on to the
+    # clean URL (a redirect chain begun cross-site would not carry a Strict cookie).
+    reply = gw.request("GET", f"/?token={gw.token}&view=1", headers={"Sec-Fetch-Site": "cross-site"})
+    assert reply.status == 200 and reply.header("Set-Cookie").split(";", 1)[0] == f"{name}={value}"
+    assert b'http-equiv="refresh" content="0; url=/?view=1"' in reply.body
+    assert gw.token.encode() not in reply.body
 
 
 # -- cross-site requests: content type and Origin --------------------------------------------
