@@ -239,8 +239,8 @@ async def serve(config: DaemonConfig) -> int:
     from narratoria.runtime.identity import ClientRegistry
     from narratoria.runtime.stale_dirs import claim, sweep
 
-    from .server import (ClientInterceptor, Daemon, ModelService, NarratoriaService,
-                         RequestDecodeInterceptor, StoreService, TokenInterceptor)
+    from .server import (Daemon, IdentityInterceptor, ModelService, NarratoriaService,
+                         RequestDecodeInterceptor, StoreService)
     from .store import StoreActor
     from .supervisor import SkillSupervisorActor
 
@@ -325,11 +325,10 @@ async def serve(config: DaemonConfig) -> int:
             except Exception:  # noqa: BLE001 - a cold first turn is not a reason to stop
                 logging.getLogger(__name__).warning("warming the planner failed", exc_info=True)
 
-        daemon = Daemon(actors, str(config.data_dir), str(model_path))
+        daemon = Daemon(actors, str(config.data_dir), str(model_path), token=token)
         server = grpc.aio.server(
             interceptors=[RequestDecodeInterceptor(),
-                          *([TokenInterceptor(token)] if endpoint.is_tcp else []),
-                          ClientInterceptor(ClientRegistry(config.data_dir))],
+                          IdentityInterceptor(token, ClientRegistry(config.data_dir))],
             # 8 MiB: a character's portrait (SaveCharacter) may be 5 MB (§6.2.7).
             options=[("grpc.max_receive_message_length", 8 << 20)])
         rpc.add_NarratoriaServicer_to_server(NarratoriaService(daemon), server)

@@ -23,7 +23,9 @@ from narratoria.proto import narratoria_pb2_grpc as rpc
 from narratoria.runtime import frontend
 from narratoria.runtime.campaign.library import CampaignLibrary, CampaignNotFound
 from narratoria.runtime.campaign.problems import CampaignError
-from narratoria.runtime.characters import CharacterNotFound, CharacterStore, FreshCharacter
+from narratoria.runtime.characters import (CharacterForbidden, CharacterNotFound, CharacterStore,
+                                           FreshCharacter)
+from narratoria.runtime.field_caps import oversized
 from narratoria.runtime.session_view import session_view
 from narratoria.runtime.skills import config as skill_config
 from narratoria.runtime.skills.discovery import Skill, SkillError, load_skill
@@ -44,6 +46,7 @@ _CODES: list[tuple[type[BaseException], grpc.StatusCode]] = [
     (CharacterNotFound, grpc.StatusCode.NOT_FOUND),
     (RecordNotFound, grpc.StatusCode.NOT_FOUND),
     (SessionForbidden, grpc.StatusCode.PERMISSION_DENIED),
+    (CharacterForbidden, grpc.StatusCode.PERMISSION_DENIED),
     (SessionEnded, grpc.StatusCode.FAILED_PRECONDITION),
     (TurnBusy, grpc.StatusCode.FAILED_PRECONDITION),
     (BadChoice, grpc.StatusCode.INVALID_ARGUMENT),
@@ -57,13 +60,24 @@ _CODES: list[tuple[type[BaseException], grpc.StatusCode]] = [
 ]
 
 
+MESSAGE_MAX = 2000  # characters of an error message a caller gets back
+
+
+def bounded(message: str, limit: int = MESSAGE_MAX) -> str:
+    """``message``, cut to ``limit`` characters with a note of how long it was: an error
+    that quotes what a caller sent must not send megabytes back."""
+    if len(message) <= limit:
+        return message
+    return f"{message[:limit]}... ({len(message)} characters in all)"
+
+
 def _status_of(exc: BaseException) -> tuple[grpc.StatusCode, str]:
     cause = getattr(exc, "cause", None) or exc
     for kind, code in _CODES:
         if isinstance(cause, kind) or isinstance(exc, kind):
             message = str(cause.args[0]) if cause.args else str(cause)
-            return code, message
-    return grpc.StatusCode.INTERNAL, f"{type(cause).__name__}: {cause}"
+            return code, bounded(message)
+    return grpc.StatusCode.INTERNAL, bounded(f"{type(cause).__name__}: {cause}")
 
 
 async def _call(context: grpc.aio.ServicerContext, awaitable: Awaitable[Any]) -> Any:
@@ -131,10 +145,12 @@ def turn_event_pb(turn_id: str, event: dict[str, Any]) -> pb.TurnEvent | None:
 class Daemon:
     """What the services need: the actor handles and a little bookkeeping."""
 
-    def __init__(self, actors: dict[str, Any], data_dir: str, model_path: str) -> None:
+    def __init__(self, actors: dict[str, Any], data_dir: str, model_path: str,
+                 token: str = "") -> None:
         self.actors = actors
         self.data_dir = data_dir
         self.model_path = model_path
+        self.token = token  # the daemon token: the device owner's (IdentityInterceptor)
         self.started = time.monotonic()
         self.restarts: dict[str, int] = {name: 0 for name in actors}
         self.pids: dict[str, int] = {}
@@ -183,10 +199,21 @@ class NarratoriaService(rpc.NarratoriaServicer):
         self.characters = CharacterStore(Path(daemon.data_dir))
 
     def _owner(self, context: grpc.aio.ServicerContext) -> str:
-        """The caller's identity: a known client's token, else the device's user
-        (ClientInterceptor has refused unknown tokens before this runs)."""
+        """The caller's identity: a known client's token, else the device's user, whose
+        daemon token IdentityInterceptor checked before this runs (it refuses a call
+        with neither, or with a token nobody was given)."""
         token = dict(context.invocation_metadata() or ()).get(CLIENT_TOKEN_METADATA, "")
         return (self.clients.identify(str(token)) if token else None) or LOCAL_OWNER
+
+    async def _need_device_owner(self, context: grpc.aio.ServicerContext, what: str) -> None:
+        """Abort PERMISSION_DENIED unless the caller is the device's owner: the daemon
+        token and no client token (a client identity acts as itself even when its
+        front-end also holds the daemon token)."""
+        owner = self._owner(context)
+        if owner != LOCAL_OWNER or not holds_daemon_token(context, self.d.token):
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED,
+                                f"{what}: only the device's owner (the daemon token, no client "
+                                f"token) may change them; this call acts as {owner}")
 
     async def CreateSession(self, request: pb.CreateSessionRequest,
                             context: grpc.aio.ServicerContext) -> pb.Session:
@@ -204,9 +231,12 @@ class NarratoriaService(rpc.NarratoriaServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
         if problem := json_problem("state_json", request.state_json):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
+        owner = self._owner(context)
+        if request.character_id:  # only the caller's own character may be played
+            await _call(context, asyncio.to_thread(self.characters.get, request.character_id,
+                                                   owner))
         record = await _call(context, self.coordinator.create_session.remote(
-            self._owner(context), request.campaign, request.title, request.state_json,
-            request.character_id))
+            owner, request.campaign, request.title, request.state_json, request.character_id))
         return session_pb(record)
 
     async def IngestCampaign(self, request: pb.IngestCampaignRequest,
@@ -483,6 +513,8 @@ class NarratoriaService(rpc.NarratoriaServicer):
 
     async def SetSkillConfig(self, request: pb.SetSkillConfigRequest,
                              context: grpc.aio.ServicerContext) -> pb.SkillConfigView:
+        # Settings hold the owner's secrets and apply to every player's turns.
+        await self._need_device_owner(context, "skill settings")
         skill = await self._skill(request.skill, context)
         assignments = sorted(request.set.items())
         unset = list(request.unset)
@@ -500,6 +532,8 @@ class NarratoriaService(rpc.NarratoriaServicer):
 
     async def SetSkillEnabled(self, request: pb.SetSkillEnabledRequest,
                               context: grpc.aio.ServicerContext) -> pb.SkillConfigView:
+        # A switch applies to every player's turns.
+        await self._need_device_owner(context, "skill switches")
         skill = await self._skill(request.skill, context)
 
         def switch() -> pb.SkillConfigView:
@@ -512,13 +546,16 @@ class NarratoriaService(rpc.NarratoriaServicer):
 
     async def ListCharacters(self, request: pb.ListCharactersRequest,
                              context: grpc.aio.ServicerContext) -> pb.ListCharactersResponse:
-        found = await _call(context, asyncio.to_thread(self.characters.list))
+        found = await _call(context, asyncio.to_thread(self.characters.list,
+                                                       self._owner(context)))
         return pb.ListCharactersResponse(characters=[character_pb(c) for c in found])
 
     async def GetCharacterPortrait(self, request: pb.CharacterRef,
                                    context: grpc.aio.ServicerContext) -> pb.Asset:
+        owner = self._owner(context)
+
         def read() -> bytes:
-            character = self.characters.get(request.id)
+            character = self.characters.get(request.id, owner)
             path = self.characters.portrait_file(character)
             if path is None or not path.is_file():
                 raise CharacterNotFound(f"portrait: character {request.id!r} has none")
@@ -530,24 +567,22 @@ class NarratoriaService(rpc.NarratoriaServicer):
 
     async def SaveCharacter(self, request: pb.SaveCharacterRequest,
                             context: grpc.aio.ServicerContext) -> pb.CharacterInfo:
+        owner = self._owner(context)
+
         def save() -> FreshCharacter:
             if not request.id:
                 return self.characters.create(request.description, request.portrait or None,
-                                              request.name or None)
+                                              request.name or None, owner=owner)
             return self.characters.edit(request.id, description=request.description or None,
                                         portrait=request.portrait or None,
-                                        name=request.name or None)
+                                        name=request.name or None, owner=owner)
 
         return character_pb(await _call(context, asyncio.to_thread(save)))
 
     async def DeleteCharacter(self, request: pb.CharacterRef,
                               context: grpc.aio.ServicerContext) -> pb.CharacterInfo:
-        def delete() -> FreshCharacter:
-            character = self.characters.get(request.id)
-            self.characters.delete(request.id)
-            return character
-
-        return character_pb(await _call(context, asyncio.to_thread(delete)))
+        return character_pb(await _call(context, asyncio.to_thread(
+            self.characters.delete, request.id, self._owner(context))))
 
 
 async def _skill_playthrough(supervisor: Any, context: grpc.aio.ServicerContext) -> str:
@@ -677,51 +712,57 @@ class ModelService(rpc.ModelServicer):
         return pb.NarrateResponse(text="".join(pieces).strip(), model=self.model_path)
 
 
-class TokenInterceptor(grpc.aio.ServerInterceptor):
-    """TCP only: the Narratoria service needs the daemon token (skills use their own)."""
+def holds_daemon_token(context: grpc.aio.ServicerContext, token: str) -> bool:
+    given = dict(context.invocation_metadata() or ()).get(TOKEN_METADATA, "")
+    return bool(token) and hmac.compare_digest(str(given).encode(), token.encode())
 
-    def __init__(self, token: str) -> None:
+
+FRONT_END_SERVICE = "/narratoria.v1.Narratoria/"
+NO_IDENTITY = (f"no client identity: send the daemon token as {TOKEN_METADATA} (the daemon's "
+               "daemon.token, in its data dir and beside its socket; the client library finds "
+               f"it) or a client token as {CLIENT_TOKEN_METADATA} (`narratoria clients add`)")
+
+
+class IdentityInterceptor(grpc.aio.ServerInterceptor):
+    """Every call to the front-end service carries a client identity, on every endpoint:
+    the daemon token (the device owner) or a registered client token. A skill process
+    can connect to the daemon's socket but holds neither (only its Store token, which
+    the Store and Model services check themselves). A token that is sent must be right:
+    a wrong one is refused, never taken as no token."""
+
+    def __init__(self, token: str, clients: ClientRegistry) -> None:
         self.token = token.encode()
-
-        async def deny(request: Any, context: grpc.aio.ServicerContext) -> None:
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED,
-                                f"{TOKEN_METADATA}: missing or wrong daemon token")
-
-        self._deny = grpc.unary_unary_rpc_method_handler(deny)
-        self._deny_stream = grpc.unary_stream_rpc_method_handler(deny)
-
-    async def intercept_service(self, continuation: Callable[..., Any],
-                                details: grpc.HandlerCallDetails) -> Any:
-        if details.method.startswith("/narratoria.v1.Store/"):
-            return await continuation(details)
-        given = dict(details.invocation_metadata or ()).get(TOKEN_METADATA, "")
-        if hmac.compare_digest(str(given).encode(), self.token):
-            return await continuation(details)
-        return self._deny_stream if details.method.endswith(STREAMING_METHODS) else self._deny
-
-
-class ClientInterceptor(grpc.aio.ServerInterceptor):
-    """A client token, when a call sends one, must be a known client's
-    (``narratoria clients add``): a wrong one is refused, never taken as nobody's."""
-
-    def __init__(self, clients: ClientRegistry) -> None:
         self.clients = clients
+        self._denials: dict[str, tuple[Any, Any]] = {}
 
-        async def deny(request: Any, context: grpc.aio.ServicerContext) -> None:
-            await context.abort(grpc.StatusCode.UNAUTHENTICATED,
-                                f"{CLIENT_TOKEN_METADATA}: unknown client token "
-                                "(see `narratoria clients list`)")
+    def _deny(self, message: str, streaming: bool) -> Any:
+        if message not in self._denials:
+            async def deny(request: Any, context: grpc.aio.ServicerContext) -> None:
+                await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
 
-        self._deny = grpc.unary_unary_rpc_method_handler(deny)
-        self._deny_stream = grpc.unary_stream_rpc_method_handler(deny)
+            self._denials[message] = (grpc.unary_unary_rpc_method_handler(deny),
+                                      grpc.unary_stream_rpc_method_handler(deny))
+        return self._denials[message][1 if streaming else 0]
+
+    def refusal(self, metadata: dict[str, Any]) -> str | None:
+        """Why a call with ``metadata`` may not use the front-end service, or None."""
+        given = str(metadata.get(TOKEN_METADATA, ""))
+        client = str(metadata.get(CLIENT_TOKEN_METADATA, ""))
+        if given and not hmac.compare_digest(given.encode(), self.token):
+            return f"{TOKEN_METADATA}: wrong daemon token"
+        if client and self.clients.identify(client) is None:
+            return (f"{CLIENT_TOKEN_METADATA}: unknown client token "
+                    "(see `narratoria clients list`)")
+        return None if given or client else NO_IDENTITY
 
     async def intercept_service(self, continuation: Callable[..., Any],
                                 details: grpc.HandlerCallDetails) -> Any:
-        token = dict(details.invocation_metadata or ()).get(CLIENT_TOKEN_METADATA, "")
-        if not token or not details.method.startswith("/narratoria.v1.Narratoria/") \
-                or self.clients.identify(str(token)) is not None:
+        if not details.method.startswith(FRONT_END_SERVICE):
+            return await continuation(details)  # Store, Model: the skill token, checked there
+        problem = self.refusal(dict(details.invocation_metadata or ()))
+        if problem is None:
             return await continuation(details)
-        return self._deny_stream if details.method.endswith(STREAMING_METHODS) else self._deny
+        return self._deny(problem, details.method.endswith(STREAMING_METHODS))
 
 
 class _Undecodable:
@@ -733,7 +774,9 @@ class _Undecodable:
 
 class RequestDecodeInterceptor(grpc.aio.ServerInterceptor):
     """A request that is no valid protobuf ends INVALID_ARGUMENT, naming the method and
-    the request type, instead of grpc's own UNKNOWN ("Unexpected DecodeError")."""
+    the request type, instead of grpc's own UNKNOWN ("Unexpected DecodeError"); so does
+    one with a field over its cap (``runtime/field_caps.py``), naming the field and its
+    size. Either is dropped as it is decoded: no handler, actor or error keeps it."""
 
     async def intercept_service(self, continuation: Callable[..., Any],
                                 details: grpc.HandlerCallDetails) -> Any:
@@ -745,9 +788,12 @@ class RequestDecodeInterceptor(grpc.aio.ServerInterceptor):
 
         def checked(data: bytes) -> Any:
             try:
-                return decode(data)
+                request = decode(data)
             except Exception as exc:  # noqa: BLE001 - any parse failure is the client's
-                return _Undecodable(f"request: not a valid {method} request message: {exc}")
+                return _Undecodable(bounded(f"request: not a valid {method} request message: "
+                                            f"{exc}"))
+            problem = oversized(request)
+            return request if problem is None else _Undecodable(problem)
 
         if handler.unary_unary is not None:
             inner = handler.unary_unary

@@ -22,7 +22,7 @@ from typing import Any, AsyncIterator
 
 import ray
 
-from narratoria.runtime.endpoint import ADDRESS_ENV, SKILL_TOKEN_ENV
+from narratoria.runtime.endpoint import ADDRESS_ENV, SKILL_TOKEN_ENV, published_token_files
 from narratoria.runtime.executor import ExecutorConfig, PlanExecutor
 from narratoria.runtime.plan import ExecutionResult, Plan, ToolInvocation
 from narratoria.runtime import sandbox
@@ -43,7 +43,7 @@ class SkillSupervisorActor:
         self.address = daemon_address
         self.config = ExecutorConfig(max_concurrency=limit,
                                      limits=ProcessLimits(sandbox=skill_sandbox(
-                                         data_dir, skill_roots, ray_dir)))
+                                         data_dir, skill_roots, ray_dir, daemon_address)))
         self.executors: dict[str, PlanExecutor] = {}
         # store token -> (playthrough id, skill name or None for a bare script path)
         self.tokens: dict[str, tuple[str, str | None]] = {}
@@ -152,11 +152,14 @@ class SkillSupervisorActor:
 
 
 def skill_sandbox(data_dir: str | None, skill_roots: list[str],
-                  ray_dir: str | None = None) -> sandbox.SandboxPolicy | None:
+                  ray_dir: str | None = None,
+                  daemon_address: str | None = None) -> sandbox.SandboxPolicy | None:
     """Skills may not open the daemon's data dir, nor its private Ray folder (its session
     files name the cluster's address); the skill roots and the interpreter stay readable
     where they are installed inside it (the user's skills live in ``<data>/skills`` by
-    default). None without a data dir."""
+    default). Nor the daemon token the daemon leaves beside a socket outside the data dir
+    (``daemon_address``): a skill can connect to the socket, and with the token it would
+    be the device's owner. None without a data dir."""
     if not data_dir:
         return None
     if not sandbox.available():
@@ -164,5 +167,6 @@ def skill_sandbox(data_dir: str | None, skill_roots: list[str],
               f"{data_dir}", file=sys.stderr)
     package = Path(sandbox.__file__).resolve().parents[1]  # narratoria.runtime's, .clients'
     readable = [*skill_roots, sys.prefix, sys.base_prefix, str(package)]
-    denied = (str(data_dir), *([ray_dir] if ray_dir else []))
+    denied = (str(data_dir), *([ray_dir] if ray_dir else []),
+              *published_token_files(daemon_address))
     return sandbox.SandboxPolicy(denied=denied, readable=tuple(readable))

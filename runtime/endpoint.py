@@ -159,6 +159,20 @@ def publish_token(socket: Path, data_dir: Path, token: str) -> Path | None:
     return write_token_beside(socket, token)
 
 
+def published_token_files(address: str | None) -> tuple[str, ...]:
+    """The token file a daemon at ``address`` (a unix socket) leaves beside its socket,
+    as an absolute path, for the skill sandbox to deny; () for TCP or no address."""
+    if not address:
+        return ()
+    try:
+        endpoint = parse_address(address)
+    except EndpointError:
+        return ()
+    if endpoint.unix_path is None:
+        return ()
+    return (str(token_beside(endpoint.unix_path.absolute())),)
+
+
 def remove_token_beside(socket: Path, token: str) -> None:
     """Remove the token beside ``socket`` if it is still ``token`` (another daemon
     using the same folder since may have replaced it with its own)."""

@@ -74,6 +74,13 @@ def play(client: NarratoriaClient, session_id: str, text: str | None = None,
     return list(client.turn(session_id, text=text, choice=choice))
 
 
+def daemon_token(daemon: Daemon) -> str:
+    """What a raw stub sends as x-narratoria-token (the client library finds it itself)."""
+    from narratoria.runtime.endpoint import client_token, unix_endpoint
+
+    return client_token(unix_endpoint(daemon.socket)) or ""
+
+
 def kinds(events: list[pb.TurnEvent]) -> list[str]:
     return [e.WhichOneof("event") for e in events]
 
@@ -158,7 +165,8 @@ def test_a_client_that_disconnects_mid_turn_cancels_nothing(daemon):
     with daemon.client() as client:
         sid = client.create_session().id
     channel = grpc.insecure_channel(f"unix://{daemon.socket}")
-    call = rpc.NarratoriaStub(channel).Turn(pb.TurnRequest(session_id=sid, text="I look around"))
+    call = rpc.NarratoriaStub(channel).Turn(pb.TurnRequest(session_id=sid, text="I look around"),
+                                            metadata=[("x-narratoria-token", daemon_token(daemon))])
     first = next(call)
     assert first.WhichOneof("event") == "started"
     call.cancel()

@@ -156,9 +156,23 @@ def channel(pattern_daemon):
         yield ch
 
 
+class _WithToken:
+    """A Narratoria stub whose every call carries the daemon token: the daemon refuses
+    front-end calls without an identity (tests/security/test_identities.py)."""
+
+    def __init__(self, stub: rpc.NarratoriaStub, token: str | None) -> None:
+        self.stub, self.metadata = stub, [("x-narratoria-token", token or "")]
+
+    def __getattr__(self, name: str) -> Callable[..., object]:
+        method = getattr(self.stub, name)
+        return lambda request, **kw: method(request, metadata=self.metadata, **kw)
+
+
 @pytest.fixture(scope="module")
-def narratoria(channel):
-    return rpc.NarratoriaStub(channel)
+def narratoria(channel, pattern_daemon):
+    from narratoria.runtime.endpoint import client_token, unix_endpoint
+
+    return _WithToken(rpc.NarratoriaStub(channel), client_token(unix_endpoint(pattern_daemon.socket)))
 
 
 @pytest.fixture(scope="module")

@@ -292,13 +292,16 @@ NEW_METHODS = ["ListCampaigns", "GetSessionView", "ListAssets", "GetAsset", "Get
 def test_bytes_that_are_no_request_are_invalid_arguments(web):
     import grpc
 
+    from narratoria.runtime.endpoint import client_token, unix_endpoint
+
+    token = [("x-narratoria-token", client_token(unix_endpoint(web.socket)) or "")]
     with grpc.insecure_channel(f"unix://{web.socket}") as channel:
         for method in NEW_METHODS:
             call = channel.unary_unary(f"/narratoria.v1.Narratoria/{method}",
                                        request_serializer=lambda b: b,
                                        response_deserializer=lambda b: b)
             with pytest.raises(grpc.RpcError) as err:
-                call(b"\x0a\x05ab", timeout=30)  # a truncated string field
+                call(b"\x0a\x05ab", timeout=30, metadata=token)  # a truncated string field
             assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (method, err.value)
 
 

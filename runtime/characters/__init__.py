@@ -26,11 +26,13 @@ from .realize import (
 )
 from .store import (
     CharacterError,
+    CharacterForbidden,
     CharacterNotFound,
     CharacterStore,
     FreshCharacter,
     RealizationRecord,
     characters_dir,
+    owner_of,
     prepare_portrait,
     validate_description,
 )
@@ -39,6 +41,7 @@ __all__ = [
     "CampaignContext",
     "CharacterConstraints",
     "CharacterError",
+    "CharacterForbidden",
     "CharacterNotFound",
     "CharacterStore",
     "FreshCharacter",
@@ -52,6 +55,7 @@ __all__ = [
     "initial_state",
     "load_campaign_context",
     "lore_records",
+    "owner_of",
     "parse_constraints",
     "prepare_portrait",
     "realize",

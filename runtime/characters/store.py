@@ -7,6 +7,12 @@ Layout, under the daemon's data directory (``NARRATORIA_DATA_DIR``, else
     ├── char_<16 hex>.json                     # the record (FreshCharacter)
     └── char_<16 hex>_portrait_<8 hex>.png     # 512×512 PNG, named by content digest
 
+Each character belongs to the identity that created it (``owner``: ``local``, the
+device's user, or ``client:NAME``, ``runtime/identity.py``); a record without one
+(written before owners were kept) is the local user's. Calls that pass ``owner`` see,
+change and delete only that owner's characters (the daemon passes the caller's); the
+local CLI passes none, as the data dir's owner.
+
 The JSON file is the commit point of every change. A new portrait is written
 under a new (digest) name *before* the JSON that points at it replaces the old
 one, and the old portrait is removed only after, so a crash or a failed edit
@@ -45,6 +51,7 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 
 from ..analytics import default_data_dir
 from ..files import write_atomic
+from ..identity import LOCAL_OWNER
 
 DESCRIPTION_MIN = 10
 DESCRIPTION_MAX = 5000
@@ -69,6 +76,10 @@ class CharacterError(ValueError):
 
 class CharacterNotFound(LookupError):
     """No fresh character has this id."""
+
+
+class CharacterForbidden(Exception):
+    """The character belongs to another identity than the caller."""
 
 
 class RealizationRecord(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -100,6 +111,7 @@ class FreshCharacter(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     name: str | None = None
     portrait_path: str | None = None
     realizations: list[RealizationRecord] = []
+    owner: str | None = None  # None: written before owners were kept, the local user's
 
     def realization_for(self, campaign_id: str) -> RealizationRecord | None:
         return next((r for r in self.realizations if r.campaign_id == campaign_id), None)
@@ -143,15 +155,23 @@ def _validate_name(name: object) -> str | None:
     if name is None:
         return None
     if not isinstance(name, str) or not name.strip() or len(name.strip()) > NAME_MAX:
-        raise CharacterError(f"name: must be 1-{NAME_MAX} characters of text, got {name!r}")
+        got = f"{len(name.strip())} characters" if isinstance(name, str) else type(name).__name__
+        raise CharacterError(f"name: must be 1-{NAME_MAX} characters of text, got {got}")
     return name.strip()
 
 
 def check_id(character_id: str) -> str:
     # Ids become file names: anything else (``../x``, ``/etc``) must not reach the filesystem.
     if not isinstance(character_id, str) or not _ID.match(character_id):
-        raise CharacterError(f"id: not a character id (char_ followed by hex digits): {character_id!r}")
+        # Quoted only when short: an id is a caller's input, and may be megabytes.
+        shown = (repr(character_id) if isinstance(character_id, str) and len(character_id) <= 40
+                 else f"{len(character_id) if isinstance(character_id, str) else 0} characters")
+        raise CharacterError(f"id: not a character id (char_ followed by 8-32 hex digits): {shown}")
     return character_id
+
+
+def owner_of(character: FreshCharacter) -> str:
+    return character.owner or LOCAL_OWNER
 
 
 def _read_portrait_source(portrait: bytes | str | os.PathLike[str]) -> bytes:
@@ -214,27 +234,35 @@ class CharacterStore:
     def _json_path(self, character_id: str) -> Path:
         return self.root / f"{check_id(character_id)}.json"
 
-    def get(self, character_id: str) -> FreshCharacter:
+    def get(self, character_id: str, owner: str | None = None) -> FreshCharacter:
+        """The character; with ``owner``, CharacterForbidden when it is another's."""
         path = self._json_path(character_id)
         try:
             data = path.read_bytes()
         except FileNotFoundError:
             raise CharacterNotFound(f"no character {character_id!r}") from None
         try:
-            return msgspec.json.decode(data, type=FreshCharacter)
+            character = msgspec.json.decode(data, type=FreshCharacter)
         except msgspec.DecodeError as exc:
             raise CharacterError(f"{path.name}: unreadable character record: {exc}") from None
+        if owner is not None and owner_of(character) != owner:
+            raise CharacterForbidden(f"character {character_id!r} belongs to another identity "
+                                     f"than {owner}")
+        return character
 
-    def list(self) -> list[FreshCharacter]:
-        """Every readable character, oldest first; an unreadable record is skipped."""
+    def list(self, owner: str | None = None) -> list[FreshCharacter]:
+        """Every readable character (``owner``'s only, when given), oldest first; an
+        unreadable record is skipped."""
         if not self.root.is_dir():
             return []
         found = []
         for path in self.root.glob("char_*.json"):
             try:
-                found.append(self.get(path.stem))
+                character = self.get(path.stem)
             except (CharacterError, CharacterNotFound):
                 continue  # a stray or foreign file is not a character
+            if owner is None or owner_of(character) == owner:
+                found.append(character)
         return sorted(found, key=lambda c: (c.created_at, c.id))
 
     def portrait_file(self, character: FreshCharacter) -> Path | None:
@@ -267,9 +295,9 @@ class CharacterStore:
         return character
 
     def create(self, description: str, portrait: bytes | str | os.PathLike[str] | None,
-               name: str | None = None) -> FreshCharacter:
-        """A fresh character: the player's description and portrait (§6.2.7: both are
-        required, as the on-device models cannot draw one)."""
+               name: str | None = None, owner: str = LOCAL_OWNER) -> FreshCharacter:
+        """A fresh character of ``owner``: the player's description and portrait (§6.2.7:
+        both are required, as the on-device models cannot draw one)."""
         text = validate_description(description)
         name = _validate_name(name)
         if portrait is None:
@@ -278,19 +306,21 @@ class CharacterStore:
         png = prepare_portrait(portrait)
         now = _now()
         character = FreshCharacter(id=f"char_{uuid.uuid4().hex[:16]}", status="fresh",
-                                   created_at=now, updated_at=now, description=text, name=name)
+                                   created_at=now, updated_at=now, description=text, name=name,
+                                   owner=owner)
         with self._locked():
             return self._commit(character, png, None)
 
     def edit(self, character_id: str, *, description: str | None = None,
              portrait: bytes | str | os.PathLike[str] | None = None,
-             name: str | None = None) -> FreshCharacter:
-        """Change what is given; everything is validated before anything is written."""
+             name: str | None = None, owner: str | None = None) -> FreshCharacter:
+        """Change what is given (of ``owner``'s character, when given); everything is
+        validated before anything is written."""
         text = validate_description(description) if description is not None else None
         name = _validate_name(name)
         png = prepare_portrait(portrait) if portrait is not None else None
         with self._locked():
-            current = self.get(character_id)
+            current = self.get(character_id, owner)
             changes: dict[str, object] = {"updated_at": _now()}
             if text is not None:
                 changes["description"] = text
@@ -298,13 +328,15 @@ class CharacterStore:
                 changes["name"] = name
             return self._commit(msgspec.structs.replace(current, **changes), png, current)
 
-    def delete(self, character_id: str) -> None:
+    def delete(self, character_id: str, owner: str | None = None) -> FreshCharacter:
+        """Remove the character (``owner``'s, when given); the record as it was."""
         with self._locked():
-            character = self.get(character_id)
+            character = self.get(character_id, owner)
             # The record goes first: a portrait without a record is litter, the reverse a broken record.
             self._json_path(character_id).unlink()
             if character.portrait_path:
                 (self.data_dir / character.portrait_path).unlink(missing_ok=True)
+        return character
 
     def record_realization(self, character_id: str, record: RealizationRecord) -> FreshCharacter:
         """Add or replace the campaign's entry in ``realizations``; the character becomes "used"."""
