@@ -20,6 +20,7 @@ import msgspec
 import ray
 
 from narratoria.runtime.campaign import IngestResult, ingest
+from narratoria.runtime.campaign.ingest import STEP_PAUSE
 from narratoria.runtime.characters.realize import Realization, ensure_in_store
 from narratoria.runtime.db import DB_FILENAME, connect
 from narratoria.runtime.files import PRIVATE_UMASK
@@ -107,7 +108,9 @@ class StoreActor:
 
         def work() -> None:
             try:
-                events.put(ingest(Path(path), self.store, progress=lambda *p: events.put(p)))
+                # In paced steps: this store and the embedder serve turns meanwhile.
+                events.put(ingest(Path(path), self.store, progress=lambda *p: events.put(p),
+                                  pause=STEP_PAUSE))
             except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's generator
                 events.put(exc)
 

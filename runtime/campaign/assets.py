@@ -46,6 +46,7 @@ from xml.etree import ElementTree
 import msgspec
 from PIL import Image, UnidentifiedImageError
 
+from ..bounded import shown
 from .discovery import SIDECAR_SUFFIX, CampaignFile, discover
 from .frontmatter import split_frontmatter
 from .problems import CampaignError, Problem
@@ -141,7 +142,7 @@ def check_provenance(file: str, text: str, meta: dict[str, Any]) -> list[Problem
     generated = meta.get("generated", False)
     if not isinstance(generated, bool):
         return [Problem(file, _key_line(text, "generated"), "generated",
-                        f"must be true or false, got {generated!r}")]
+                        f"must be true or false, got {shown(generated)}")]
     provenance = meta.get("provenance")
     line = _key_line(text, "provenance") if "provenance" in meta else _key_line(text, "generated")
     if not generated and "provenance" in meta:
@@ -155,7 +156,7 @@ def check_provenance(file: str, text: str, meta: dict[str, Any]) -> list[Problem
     if not _blank(stamp) and _datetime(stamp) is None:
         problems.append(Problem(file, _key_line(text, "generated_at", line), "provenance.generated_at",
                                 f"must be an ISO 8601 date and time (2026-02-03T11:00:00Z), "
-                                f"got {str(stamp)!r}"))
+                                f"got {shown(str(stamp))}"))
     return problems
 
 
@@ -228,10 +229,10 @@ def _read_sidecar(f: CampaignFile) -> tuple[_Sidecar | None, list[Problem]]:
     problems = check_provenance(f.relative, text, meta)
     if "alt_text" in meta and not isinstance(meta["alt_text"], str):
         problems.append(Problem(f.relative, _key_line(text, "alt_text"), "alt_text",
-                                f"must be text, got {meta['alt_text']!r}"))
+                                f"must be text, got {shown(meta['alt_text'])}"))
     if "loop" in meta and not isinstance(meta["loop"], bool):
         problems.append(Problem(f.relative, _key_line(text, "loop"), "loop",
-                                f"must be true or false, got {meta['loop']!r}"))
+                                f"must be true or false, got {shown(meta['loop'])}"))
     return _Sidecar(f.relative, sidecar_keywords(body), meta), problems
 
 

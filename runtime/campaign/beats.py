@@ -52,6 +52,7 @@ from typing import Any
 
 import yaml
 
+from ..bounded import compose_yaml, load_yaml as load_yaml_value, shown
 from ..state.paths import StatePathError, split_path
 from .discovery import STRUCTURED_FORMATS, CampaignFile, discover
 from .frontmatter import name_hints, split_frontmatter
@@ -271,7 +272,7 @@ def _field_lines(text: str, first_line: int) -> dict[str, int]:
     refuses (a tab where YAML wants spaces) falls back to top-level lines.
     """
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = compose_yaml(text)  # bounded: aliases and nesting
     except yaml.YAMLError:
         return {}
     lines: dict[str, int] = {}
@@ -347,7 +348,7 @@ def _beat_id(src: _Source) -> str | None:
         if key in src.raw:
             value = src.raw[key]
             if not isinstance(value, str) or not _ID.match(value):
-                src.problem(key, f"a beat id is 1-64 letters, digits, '_' or '-', got {value!r}")
+                src.problem(key, f"a beat id is 1-64 letters, digits, '_' or '-', got {shown(value)}")
                 return None
             return value
     if src.default_id is None:
@@ -365,7 +366,7 @@ def _text(src: _Source, key: str) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or not value.strip():
-        src.problem(key, f"must be non-empty text, got {value!r}")
+        src.problem(key, f"must be non-empty text, got {shown(value)}")
         return None
     return " ".join(value.split())
 
@@ -378,7 +379,7 @@ def _priority(src: _Source) -> int:
         return PRIORITIES[value.strip().lower()]
     if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 5:
         return value
-    src.problem("priority", f"must be one of {', '.join(PRIORITIES)} (or 5..1), got {value!r}")
+    src.problem("priority", f"must be one of {', '.join(PRIORITIES)} (or 5..1), got {shown(value)}")
     return DEFAULT_PRIORITY
 
 
@@ -387,7 +388,7 @@ def _scene(src: _Source, conditions: Mapping[str, Any], key: str) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        src.problem(f"conditions.{key}", f"must be a whole scene number (0 or more), got {value!r}")
+        src.problem(f"conditions.{key}", f"must be a whole scene number (0 or more), got {shown(value)}")
         return None
     return value
 
@@ -397,7 +398,7 @@ def _ids(src: _Source, key: str, value: Any) -> list[str]:
         return []
     items = [value] if isinstance(value, str) else value
     if not isinstance(items, list) or not all(isinstance(i, str) and _ID.match(i) for i in items):
-        src.problem(key, f"must be a list of beat ids, got {value!r}")
+        src.problem(key, f"must be a list of beat ids, got {shown(value)}")
         return []
     return list(items)
 
@@ -408,7 +409,7 @@ def _phrases(src: _Source, key: str, value: Any) -> list[str]:
     items = [value] if isinstance(value, str) else value
     if not isinstance(items, list) or not items or not all(isinstance(i, str) and i.strip()
                                                            for i in items):
-        src.problem(key, f"must be a list of words or phrases, got {value!r}")
+        src.problem(key, f"must be a list of words or phrases, got {shown(value)}")
         return []
     return [" ".join(i.lower().split()) for i in items]
 
@@ -416,7 +417,7 @@ def _phrases(src: _Source, key: str, value: Any) -> list[str]:
 def _flag(src: _Source, key: str, default: bool) -> bool:
     value = src.raw.get(key, default)
     if not isinstance(value, bool):
-        src.problem(key, f"must be true or false, got {value!r}")
+        src.problem(key, f"must be true or false, got {shown(value)}")
         return default
     return value
 
@@ -444,7 +445,7 @@ def _condition_items(src: _Source, key: str, value: Any) -> list[tuple[str, str,
         if isinstance(item, str):
             parsed = _parse_condition(item)
             if parsed is None:
-                src.problem(at, f"cannot read {item!r}: write 'path', 'not path' or "
+                src.problem(at, f"cannot read {shown(item)}: write 'path', 'not path' or "
                                 f"'path op value' with op one of {' '.join(OPERATORS)}")
                 continue
             items.append((at, *parsed))
@@ -458,7 +459,7 @@ def _condition_items(src: _Source, key: str, value: Any) -> list[tuple[str, str,
             items.append((at, item["path"], op, item.get("value")))
         else:
             src.problem(at, f"must be a condition (\"path >= 3\") or {{path, op, value}}, "
-                            f"got {item!r}")
+                            f"got {shown(item)}")
     return items
 
 
@@ -474,7 +475,7 @@ def _parse_condition(text: str) -> tuple[str, str, Any] | None:
     if not match["value"]:
         return None
     try:
-        value = yaml.safe_load(match["value"])
+        value = load_yaml_value(match["value"])
     except yaml.YAMLError:
         value = match["value"]
     return match["path"], match["op"], value
@@ -482,7 +483,7 @@ def _parse_condition(text: str) -> tuple[str, str, Any] | None:
 
 def _checked(src: _Source, at: str, path: str, op: str, value: Any) -> bool:
     if op not in OPERATORS and op not in (TRUTHY, FALSY):
-        src.problem(at, f"unknown operator {op!r}; use one of {' '.join(OPERATORS)}")
+        src.problem(at, f"unknown operator {shown(op)}; use one of {' '.join(OPERATORS)}")
         return False
     try:
         split_path(path)
@@ -490,10 +491,10 @@ def _checked(src: _Source, at: str, path: str, op: str, value: Any) -> bool:
         src.problem(at, f"bad state path: {exc}")
         return False
     if op in ORDERING and not _number(value):
-        src.problem(at, f"{op} compares numbers, got {value!r}")
+        src.problem(at, f"{op} compares numbers, got {shown(value)}")
         return False
     if op in ("==", "!=") and isinstance(value, (list, dict)):
-        src.problem(at, f"compares with a number, text, true/false or null, got {value!r}")
+        src.problem(at, f"compares with a number, text, true/false or null, got {shown(value)}")
         return False
     return True
 
@@ -517,7 +518,7 @@ def _npc_conditions(src: _Source, key: str, value: Any) -> list[NpcCondition]:
         npc, _, attribute = path.partition(".")
         if not attribute:
             src.problem(at, f"name the NPC and what of it to compare: "
-                            f"'{npc}.perception >= 20', got {path!r}")
+                            f"'{npc}.perception >= 20', got {shown(path)}")
             continue
         found.append(NpcCondition(npc, attribute, op, expected))
     return found
@@ -536,13 +537,13 @@ def _consequences(src: _Source) -> dict[str, Any]:
     for i, item in enumerate(value):
         at = f"consequences[{i}]"
         if not isinstance(item, dict):
-            src.problem(at, f"must be a mapping such as state_patch: {{...}}, got {item!r}")
+            src.problem(at, f"must be a mapping such as state_patch: {{...}}, got {shown(item)}")
             continue
         if "state_patch" not in item:
             continue
         given = item["state_patch"]
         if not isinstance(given, dict):
-            src.problem(f"{at}.state_patch", f"must be a mapping of path: value, got {given!r}")
+            src.problem(f"{at}.state_patch", f"must be a mapping of path: value, got {shown(given)}")
             continue
         for path, new in given.items():
             try:
@@ -577,7 +578,7 @@ def _check_together(read: list[tuple[Beat, _Source]]) -> tuple[list[Beat], list[
     for beat, src in by_id.values():
         for need in beat.requires:
             if need not in by_id:
-                problems.append(_requires_problem(src, need, f"requires beat {need!r}, which no "
+                problems.append(_requires_problem(src, need, f"requires beat {shown(need)}, which no "
                                                              "beat file defines"))
     graph = {b.id: [n for n in b.requires if n in by_id] for b, _ in by_id.values()}
     for cycle in _cycles(graph):

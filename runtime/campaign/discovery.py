@@ -5,7 +5,9 @@ content; every other file is a binary asset kept on disk and described, never
 read as text. Hidden files and folders (``.git``, ``.DS_Store``) are the
 author's tooling, not the campaign, and are skipped; so is the manifest, which
 is configuration rather than searchable content (phase 9). Symbolic links are
-skipped too: a campaign must not reach outside its folder.
+skipped too: a campaign must not reach outside its folder. So are text files over
+``MAX_TEXT_FILE_BYTES``: validation reports them (``discover(..., oversized=True)``),
+which makes the campaign invalid, and nothing else reads them.
 """
 
 from __future__ import annotations
@@ -20,6 +22,14 @@ from .manifest import MANIFEST_NAMES
 CONTENT_FORMATS = frozenset({"txt", "md", "yml", "yaml", "json"})
 STRUCTURED_FORMATS = frozenset({"yml", "yaml", "json"})
 SIDECAR_SUFFIX = ".keywords.txt"  # keywords for the asset it sits beside (§6.2.12)
+# A text file is read, parsed, chunked and embedded whole, and ingestion embeds about ten
+# chunks (~800 bytes each) a second on a 2-core machine: 1 MiB is ~1,300 chunks, about two
+# minutes of the embedder. The built-in campaigns' largest text file is 3.5 KB. A larger
+# file is a validation error naming it and its size, and no other reader opens it.
+MAX_TEXT_FILE_BYTES = 1 << 20
+# All text files of a campaign together: past this, ingestion would hold the embedder
+# for most of an hour here.
+MAX_CAMPAIGN_TEXT_BYTES = 16 << 20
 
 
 @dataclass(frozen=True)
@@ -30,9 +40,16 @@ class CampaignFile:
     format: str                         # extension without the dot, lower case ("" if none)
     size_bytes: int
 
+    @property
+    def too_large(self) -> bool:
+        """A text file past MAX_TEXT_FILE_BYTES (assets are never read as text)."""
+        return self.kind != "asset" and self.size_bytes > MAX_TEXT_FILE_BYTES
 
-def discover(root: Path) -> list[CampaignFile]:
-    """Every campaign file under ``root``, sorted by relative path so runs are repeatable."""
+
+def discover(root: Path, *, oversized: bool = False) -> list[CampaignFile]:
+    """Every campaign file under ``root``, sorted by relative path so runs are repeatable;
+    text files over MAX_TEXT_FILE_BYTES only with ``oversized`` (validation, which reports
+    them), so that no reader ever parses one."""
     found: list[CampaignFile] = []
     for folder, dirs, files in os.walk(root):
         # Pruned in place so os.walk does not descend into hidden folders at all.
@@ -53,4 +70,4 @@ def discover(root: Path) -> list[CampaignFile]:
             else:
                 kind = "asset"
             found.append(CampaignFile(path, relative, kind, fmt, path.stat().st_size))
-    return sorted(found, key=lambda f: f.relative)
+    return sorted((f for f in found if oversized or not f.too_large), key=lambda f: f.relative)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any, Iterable
 
+from ..bounded import shown
 from .parsing import load_yaml
 from .problems import CampaignError, Problem
 
@@ -153,17 +154,17 @@ def _check_explicit(file: str, text: str, fm: dict[str, Any]) -> list[Problem]:
     for key in ("entity_type", "entity_id", "content_type", "mood"):
         value = fm.get(key)
         if value is not None and (not isinstance(value, str) or not value.strip()):
-            problems.append(Problem(file, line(key), key, f"must be non-empty text, got {value!r}"))
+            problems.append(Problem(file, line(key), key, f"must be non-empty text, got {shown(value)}"))
     priority = fm.get("priority")
     if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)
                                  or not 1 <= priority <= 5):
         problems.append(Problem(file, line("priority"), "priority",
-                                f"must be a whole number 1-5, got {priority!r}"))
+                                f"must be a whole number 1-5, got {shown(priority)}"))
     tags = fm.get("tags")
     if tags is not None and (not isinstance(tags, list)
                              or not all(isinstance(t, (str, int, float)) and str(t).strip()
                                         for t in tags)):
-        problems.append(Problem(file, line("tags"), "tags", f"must be a list of words, got {tags!r}"))
+        problems.append(Problem(file, line("tags"), "tags", f"must be a list of words, got {shown(tags)}"))
     return problems
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from ..bounded import shown
 from ..state.paths import get_path
 from .discovery import CampaignFile, discover
 from .parsing import Parsed, load_json, load_yaml
@@ -273,26 +274,26 @@ def _read_item_file(f: CampaignFile, known: set[str], declared: set[str],
         problem("id", "required field is missing")
     elif not isinstance(item_id, str) or not _ID.fullmatch(item_id):
         problem(id_key, "must be letters, digits, '_' or '-' (it becomes a key under "
-                        f"player.inventory), got {item_id!r}")
+                        f"player.inventory), got {shown(item_id)}")
     entity_type = data.get("entity_type")
     if entity_type is not None and entity_type != "item":
-        problem("entity_type", f"must be 'item' in items/, got {entity_type!r}")
+        problem("entity_type", f"must be 'item' in items/, got {shown(entity_type)}")
     for key in _TEXT_FIELDS:
         if key in data and not isinstance(data[key], str):
-            problem(key, f"must be text, got {data[key]!r}")
+            problem(key, f"must be text, got {shown(data[key])}")
     damage = data.get("damage")
     if damage is not None and not (isinstance(damage, str) and _DICE.fullmatch(damage)) \
             and not (isinstance(damage, int) and not isinstance(damage, bool)):
-        problem("damage", f"must be dice like '1d6' or '2d4+1', or a whole number, got {damage!r}")
+        problem("damage", f"must be dice like '1d6' or '2d4+1', or a whole number, got {shown(damage)}")
     weight = data.get("weight")
     if weight is not None and not (_number(weight) and weight >= 0):
-        problem("weight", f"must be a number 0 or more, got {weight!r}")
+        problem("weight", f"must be a number 0 or more, got {shown(weight)}")
     uses = data.get("uses")
     if uses is not None and not (isinstance(uses, int) and not isinstance(uses, bool) and uses >= 1):
-        problem("uses", f"must be a whole number 1 or more, got {uses!r}")
+        problem("uses", f"must be a whole number 1 or more, got {shown(uses)}")
     properties = data.get("properties", {})
     if not isinstance(properties, dict):
-        problem("properties", f"must be an object of fields, got {properties!r}")
+        problem("properties", f"must be an object of fields, got {shown(properties)}")
     effects = _effects(data.get("effect"), known, lambda message: problem("effect", message))
 
     problems += found
@@ -326,18 +327,18 @@ def _effects(value: Any, known: set[str], problem: Callable[[str], None]) -> tup
     elif isinstance(value, list) and all(isinstance(v, str) for v in value):
         written = list(value)
     else:
-        problem(f"must be text like 'health +25' or a list of such, got {value!r}")
+        problem(f"must be text like 'health +25' or a list of such, got {shown(value)}")
         return ()
     effects: list[ItemEffect] = []
     for part in written:
         match = _EFFECT.fullmatch(part)
         if match is None:
-            problem(f"must read '<stat> +N', '<stat> -N' or '<stat> =N', got {part.strip()!r}")
+            problem(f"must read '<stat> +N', '<stat> -N' or '<stat> =N', got {shown(part.strip())}")
             continue
         stat, amount = match["stat"], float(match["amount"])
         path = _stat_path(stat)
         if path not in known:
-            problem(f"names stat {stat!r}, which no file in {STATS_DIR}/ defines")
+            problem(f"names stat {shown(stat)}, which no file in {STATS_DIR}/ defines")
             continue
         effects.append(ItemEffect(stat, path, match["op"], int(amount) if amount.is_integer() else amount))
     return tuple(effects)
@@ -360,7 +361,7 @@ def _starting_items(root: Path, catalog: ItemCatalog, declared: set[str],
     line = parsed.line("starting_items")
     if not isinstance(listed, list) or not all(isinstance(i, str) for i in listed):
         problems.append(Problem(CONSTRAINTS_FILE, line, "starting_items",
-                                f"must be a list of item ids, got {listed!r}"))
+                                f"must be a list of item ids, got {shown(listed)}"))
         return ()
     for item_id in listed:
         # An item whose file is broken is reported there, not once more here.
@@ -368,6 +369,6 @@ def _starting_items(root: Path, catalog: ItemCatalog, declared: set[str],
             # A warning: an item may be only a name in the story (creed 5, authors
             # write as little as they like); it starts as a name-only entry.
             problems.append(Problem(CONSTRAINTS_FILE, line, "starting_items",
-                                    f"names item {item_id!r}, which no file in {ITEMS_DIR}/ "
+                                    f"names item {shown(item_id)}, which no file in {ITEMS_DIR}/ "
                                     "defines; it starts with its name only", "warning"))
     return tuple(listed)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..bounded import shown
 from .parsing import Parsed, load_json, load_yaml
 from .problems import CampaignError, Problem
 
@@ -64,7 +65,7 @@ def load_manifest(root: Path) -> Manifest:
         given = _text(parsed, "id", name, problems)
         if given is not None and not _ID.match(given):
             problems.append(Problem(name, parsed.line("id"), "id",
-                                    f"must be lower-case letters, digits, '_' or '-', got {given!r}"))
+                                    f"must be lower-case letters, digits, '_' or '-', got {shown(given)}"))
         elif given is not None:
             campaign_id = given
     if problems:
@@ -81,6 +82,6 @@ def _text(parsed: Parsed, key: str, file: str, problems: list[Problem]) -> str |
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         value = parsed.raw.get(key, str(value))
     if not isinstance(value, str) or not value.strip():
-        problems.append(Problem(file, parsed.line(key), key, f"must be non-empty text, got {value!r}"))
+        problems.append(Problem(file, parsed.line(key), key, f"must be non-empty text, got {shown(value)}"))
         return None
     return value.strip()

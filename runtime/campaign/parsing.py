@@ -4,6 +4,10 @@ The parsers' own messages already carry a position; these helpers turn it into
 a :class:`Problem` naming the campaign file and a 1-based line, and keep where
 each top-level key was written so later checks ("range.min must be below
 range.max") can point at the line the author has to change.
+
+Both parse within ``runtime/bounded.py``'s bounds (aliases, their expansion, nesting
+depth): a file past them is a problem with its file and line, never a hang or a
+traceback.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from ..bounded import MAX_DEPTH, JsonLimitError, load_json as bounded_json, load_yaml_node
 from .problems import CampaignError, Problem
 
 
@@ -34,8 +39,8 @@ def load_yaml(text: str, file: str, first_line: int = 1) -> Parsed:
     try:
         # compose gives the nodes with their marks; construct the same tree from them
         # rather than parsing twice.
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        value = yaml.SafeLoader(text).construct_document(node) if node is not None else None
+        # Bounded: aliases, their expansion and nesting (a YamlLimitError, a YAMLError).
+        node, value = load_yaml_node(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         line = first_line + (mark.line if mark is not None else 0)
@@ -62,10 +67,12 @@ def load_yaml(text: str, file: str, first_line: int = 1) -> Parsed:
 
 def load_json(text: str, file: str) -> Parsed:
     try:
-        value = json.loads(text)
+        value = bounded_json(text)
     except json.JSONDecodeError as exc:
         raise CampaignError([Problem(file, exc.lineno, "-", f"invalid JSON: {exc.msg} "
                                                             f"(column {exc.colno})")]) from None
+    except JsonLimitError as exc:
+        raise CampaignError([Problem(file, _deepest_line(text), "-", f"invalid JSON: {exc}")]) from None
     lines: dict[str, int] = {}
     if isinstance(value, dict):
         # json keeps no positions; a top-level key is the first line naming it as a key.
@@ -74,3 +81,28 @@ def load_json(text: str, file: str) -> Parsed:
             if match is not None:
                 lines[key] = text.count("\n", 0, match.start()) + 1
     return Parsed(value, lines)
+
+
+def _deepest_line(text: str) -> int:
+    """The 1-based line where JSON ``text`` first nests past MAX_DEPTH (1 if it never does):
+    brackets counted outside strings, without parsing."""
+    depth, in_string, escaped, line = 0, False, False, 1
+    for char in text:
+        if char == "\n":
+            line += 1
+        elif in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                return line
+        elif char in "]}":
+            depth -= 1
+    return 1

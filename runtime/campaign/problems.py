@@ -14,6 +14,10 @@ from typing import Literal
 
 Severity = Literal["error", "warning"]
 
+MESSAGE_MAX = 500  # characters of one problem's message
+FIELD_MAX = 200    # characters of a field path or a file name
+SHOWN_PROBLEMS = 20  # problems in a CampaignError's own message (all are in .problems)
+
 
 @dataclass(frozen=True)
 class Problem:
@@ -22,6 +26,14 @@ class Problem:
     field: str     # the key the problem is about ("-" when it is about the file's syntax)
     message: str
     severity: Severity = "error"
+
+    def __post_init__(self) -> None:
+        # A message quotes what the author wrote; never all of it (a field can be a
+        # megabyte). Checks quote values with bounded.shown; this is the backstop.
+        for name, limit in (("message", MESSAGE_MAX), ("field", FIELD_MAX), ("file", FIELD_MAX)):
+            text = getattr(self, name)
+            if len(text) > limit:
+                object.__setattr__(self, name, f"{text[:limit]}... ({len(text)} characters in all)")
 
     def __str__(self) -> str:
         return f"{self.file}:{self.line}: {self.field}: {self.message}"
@@ -32,7 +44,10 @@ class CampaignError(ValueError):
 
     def __init__(self, problems: list[Problem]) -> None:
         self.problems = problems
-        super().__init__("; ".join(str(p) for p in problems) or "invalid campaign")
+        shown = "; ".join(str(p) for p in problems[:SHOWN_PROBLEMS])
+        if len(problems) > SHOWN_PROBLEMS:  # the message travels (gRPC status, logs): bounded
+            shown += f"; and {len(problems) - SHOWN_PROBLEMS} more problem(s)"
+        super().__init__(shown or "invalid campaign")
 
     def __reduce__(self) -> tuple:
         # Rebuilt from its problems, not its message (a Ray actor's error crosses processes).

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from ..bounded import shown
 from ..state.merge import json_copy
 from ..state.paths import get_path
 from ..state.session import StatRange
@@ -409,34 +410,34 @@ def _read_stat_file(f: CampaignFile, problems: list[Problem]) -> tuple[StatDefin
     stem_parts = stem.split(".")
     if stem_parts[0] == NPC_PREFIX and len(stem_parts) > 1:
         if len(stem_parts) != 3 or not all(_ID.fullmatch(p) for p in stem_parts[1:]):
-            problem("id", f"an NPC stat file is named npc.<npc>.<stat>.json, got {parts[-1]!r}")
+            problem("id", f"an NPC stat file is named npc.<npc>.<stat>.json, got {shown(parts[-1])}")
             npc = stat_id = None
         else:
             npc, stat_id = stem_parts[1], stem_parts[2]
     elif not _ID.fullmatch(stem):
         problem("id", f"a stat id is letters, digits, '_' or '-' (it becomes a state path "
-                      f"segment), got file name {parts[-1]!r}")
+                      f"segment), got file name {shown(parts[-1])}")
         stat_id = None
 
     declared = data.get("id")
     if declared is None:
         problem("id", "required field is missing")
     elif not isinstance(declared, str) or not declared.strip():
-        problem("id", f"must be non-empty text, got {declared!r}")
+        problem("id", f"must be non-empty text, got {shown(declared)}")
     elif not (stem == declared or stem.endswith("." + declared)):  # npc.<npc>.<stat>.json: either
-        problem("id", f"must match the file name ({stem!r}), got {declared!r}")
+        problem("id", f"must match the file name ({stem!r}), got {shown(declared)}")
 
     low = high = None
     rng = data.get("range")
     if rng is None:
         problem("range", "required field is missing")
     elif not isinstance(rng, dict):
-        problem("range", f"must be an object with min and max, got {rng!r}")
+        problem("range", f"must be an object with min and max, got {shown(rng)}")
     else:
         low, high = rng.get("min"), rng.get("max")
         for key, value in (("min", low), ("max", high)):
             if not _number(value):
-                problem(f"range.{key}", f"must be a number, got {value!r}")
+                problem(f"range.{key}", f"must be a number, got {shown(value)}")
         if not (_number(low) and _number(high)):
             low = high = None
         elif low >= high:
@@ -446,19 +447,19 @@ def _read_stat_file(f: CampaignFile, problems: list[Problem]) -> tuple[StatDefin
     default = data.get("default")
     if default is not None:
         if not _number(default):
-            problem("default", f"must be a number, got {default!r}")
+            problem("default", f"must be a number, got {shown(default)}")
         elif low is not None and not low <= default <= high:
             problem("default", f"{default:g} is outside the range {low:g}-{high:g}")
 
     display = data.get("display", "bar")
     if display not in STAT_DISPLAYS:
-        problem("display", f"must be one of {', '.join(sorted(STAT_DISPLAYS))}, got {display!r}")
+        problem("display", f"must be one of {', '.join(sorted(STAT_DISPLAYS))}, got {shown(display)}")
     hidden = data.get("hidden")
     if hidden is not None and not isinstance(hidden, bool):
-        problem("hidden", f"must be true or false, got {hidden!r}")
+        problem("hidden", f"must be true or false, got {shown(hidden)}")
     for key in ("label", "category", "behavioral_prompt"):
         if key in data and not isinstance(data[key], str):
-            problem(key, f"must be text, got {data[key]!r}")
+            problem(key, f"must be text, got {shown(data[key])}")
 
     problems += found
     if found or stat_id is None or low is None:
@@ -501,7 +502,7 @@ def _read_profile_stats(f: CampaignFile, problems: list[Problem]) -> list[StatDe
     stats = data["stats"]
     if not isinstance(stats, dict):
         problems.append(Problem(f.relative, parsed.line("stats"), "stats",
-                                f"must be an object of stats, got {stats!r}"))
+                                f"must be an object of stats, got {shown(stats)}"))
         return []
     found: list[StatDefinition] = []
     for stat_id, spec in stats.items():
@@ -514,7 +515,7 @@ def _read_profile_stats(f: CampaignFile, problems: list[Problem]) -> list[StatDe
             problem("NPC and stat ids are letters, digits, '_' or '-' (they become state path segments)")
             continue
         if not isinstance(spec, dict):
-            problem(f'must be an object like {{"value": 0, "range": "0-10"}}, got {spec!r}')
+            problem(f'must be an object like {{"value": 0, "range": "0-10"}}, got {shown(spec)}')
             continue
         rng = spec.get("range")
         match = _RANGE_TEXT.fullmatch(rng) if isinstance(rng, str) else None
@@ -523,14 +524,14 @@ def _read_profile_stats(f: CampaignFile, problems: list[Problem]) -> list[StatDe
         elif match is not None:
             low, high = (_whole(float(g)) for g in match.groups())
         else:
-            problem(f'must be "<min>-<max>" or {{"min": .., "max": ..}}, got {rng!r}', ".range")
+            problem(f'must be "<min>-<max>" or {{"min": .., "max": ..}}, got {shown(rng)}', ".range")
             continue
         if low >= high:
             problem(f"min ({low:g}) must be below max ({high:g})", ".range")
             continue
         value = spec.get("value", low)
         if not _number(value):
-            problem(f"must be a number, got {value!r}", ".value")
+            problem(f"must be a number, got {shown(value)}", ".value")
             continue
         if not low <= value <= high:
             problem(f"{value:g} is outside the range {low:g}-{high:g}", ".value")

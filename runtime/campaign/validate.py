@@ -21,7 +21,8 @@ from typing import Any, Iterator
 from .assets import check_assets
 from .beats import check_beats
 from .chunking import load_structured
-from .discovery import SIDECAR_SUFFIX, CampaignFile, discover
+from .discovery import (MAX_CAMPAIGN_TEXT_BYTES, MAX_TEXT_FILE_BYTES, SIDECAR_SUFFIX,
+                        CampaignFile, discover)
 from .frontmatter import split_frontmatter, read_metadata
 from .manifest import Manifest, find_manifest, load_manifest
 from .package import is_package, open_campaign
@@ -79,8 +80,9 @@ def validate(root: Path) -> ValidationReport:
         if find_manifest(root) is None:
             # Not a campaign at all (a home folder, "/"): say so without reading it.
             return ValidationReport(root, None, [], problems)
-    files = discover(root)
-    present = {f.relative for f in files}
+    everything = discover(root, oversized=True)
+    files = [f for f in everything if not f.too_large]
+    present = {f.relative for f in everything}
     # Stats and items are checked across files (a duplicate id, an item naming a stat);
     # their problems are still listed with the file they are about, in file order.
     stats, entity_problems = read_stats(root, files)
@@ -93,6 +95,7 @@ def validate(root: Path) -> ValidationReport:
         by_file[p.file].append(p)
     for p in check_beats(root, files):  # plot beats (§7.5): prerequisites, windows, conditions
         by_file[p.file].append(p)
+    problems += _size_problems(everything)
     for f in files:
         found = _check_file(f, present)
         # A syntax error is found by both passes; say it once.
@@ -100,6 +103,18 @@ def validate(root: Path) -> ValidationReport:
     for rest in by_file.values():
         problems += rest
     return ValidationReport(root, manifest, files, problems)
+
+
+def _size_problems(files: list[CampaignFile]) -> list[Problem]:
+    """Text files too large to read, and a campaign too large to ingest (discovery.py)."""
+    problems = [Problem(f.relative, 1, "-", f"{f.size_bytes} bytes; a text file may be at most "
+                                            f"{MAX_TEXT_FILE_BYTES} (1 MiB): split it")
+                for f in files if f.too_large]
+    total = sum(f.size_bytes for f in files if f.kind != "asset")
+    if total > MAX_CAMPAIGN_TEXT_BYTES:
+        problems.append(Problem(".", 1, "-", f"{total} bytes of text files; a campaign may hold at "
+                                             f"most {MAX_CAMPAIGN_TEXT_BYTES} (16 MiB)"))
+    return problems
 
 
 def _check_file(f: CampaignFile, present: set[str]) -> list[Problem]:

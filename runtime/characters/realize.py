@@ -45,6 +45,7 @@ from typing import Any, Literal
 import msgspec
 import yaml
 
+from ..bounded import load_yaml
 from ..campaign.chunking import MAX_TOKENS, Chunk, chunk_prose, count_tokens
 from ..campaign.frontmatter import FileMetadata
 from ..grounding import lore_scope
@@ -163,7 +164,7 @@ def load_campaign_context(root: Path) -> CampaignContext:
         path = Path(root) / name
         if path.is_file():
             try:
-                doc = yaml.safe_load(path.read_text("utf-8"))
+                doc = load_yaml(path.read_text("utf-8"))  # bounded: aliases, nesting
             except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
                 raise RealizationError(f"{name}: cannot read: {exc}") from None
             break

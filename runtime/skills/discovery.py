@@ -17,6 +17,8 @@ from typing import Any
 import msgspec
 import yaml
 
+from ..bounded import JsonLimitError, load_json, load_yaml
+
 SKILL_FILE = "SKILL.md"
 CONFIG_SCHEMA = Path("references") / "config-schema.json"
 SCRIPT_MANIFEST = Path("references") / "script-manifest.json"
@@ -178,7 +180,7 @@ def split_frontmatter(text: str, path: Path) -> tuple[dict[str, Any], str]:
     else:
         raise SkillError(f"{path}: frontmatter is not closed by a --- line")
     try:
-        data = yaml.safe_load("".join(lines[1:end]))
+        data = load_yaml("".join(lines[1:end]))  # bounded: aliases, nesting
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 2}" if mark is not None else ""
@@ -191,9 +193,11 @@ def split_frontmatter(text: str, path: Path) -> tuple[dict[str, Any], str]:
 
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text("utf-8"))
+        return load_json(path.read_text("utf-8"))
     except json.JSONDecodeError as exc:
         raise SkillError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+    except JsonLimitError as exc:
+        raise SkillError(f"{path}: invalid JSON: {exc}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise SkillError(f"{path}: cannot read: {exc}") from None
 

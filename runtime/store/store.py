@@ -419,12 +419,17 @@ class Playthrough:
 
     def replace_many(self, data_type: DataType | str, records: Sequence[Record | Mapping[str, Any]],
                      *, remove: Sequence[str] = (),
-                     changes: Mapping[str, Mapping[str, Any]] | None = None) -> list[Record]:
+                     changes: Mapping[str, Mapping[str, Any]] | None = None,
+                     adopt: Playthrough | None = None) -> list[Record]:
         """Delete the keys in ``remove``, change fields of other records (``changes``, by
-        key; never an embedded text) and insert ``records``, in one transaction: a reader
-        sees the set before or the set after, never a mix (a campaign's version swap).
-        Returns the inserted records."""
+        key; never an embedded text), move every ``data_type`` record of the playthrough
+        ``adopt`` into this one (vectors and all: nothing is re-embedded) and insert
+        ``records``, in one transaction: a reader sees the set before or the set after,
+        never a mix (a campaign's version swap, its new chunks stored beforehand, in
+        steps, in a staging playthrough). Returns the inserted records."""
         spec = _spec(data_type)
+        if adopt is not None and adopt.id == self._id:
+            raise RecordError(f"adopt: playthrough {self._id!r} cannot adopt its own records")
         for key in remove:
             _check_key(spec, key)
         checked = {key: _check_changes(spec, fields) for key, fields in (changes or {}).items()}
@@ -446,8 +451,28 @@ class Playthrough:
                                          f"playthrough {self._id!r}")
                 merged, names = _merge(spec, current, fields)
                 self._rewrite(cur, spec, key, merged, names, None)
+            if adopt is not None:
+                theirs, their_params = scoped_where(spec.data_type, adopt.id)
+                try:
+                    cur.execute(f"UPDATE {spec.table} SET playthrough_id = ? WHERE {theirs}",
+                                [self._id] + their_params)
+                except duckdb.ConstraintException as exc:
+                    raise DuplicateRecord(f"{camel(spec.key)}: a record of {adopt.id!r} is "
+                                          f"already stored in playthrough {self._id!r}: {exc}") from None
 
         return self._insert(data_type, list(records), "replace_many", swap)
+
+    def clear(self, data_type: DataType | str) -> int:
+        """Delete every ``data_type`` record of this playthrough, in one transaction; how many
+        (a staging playthrough that an interrupted run left behind)."""
+        spec = _spec(data_type)
+        store = self._store
+        with store.monitor.measure("clear", spec.data_type.value, self._id) as stat:
+            where, params = scoped_where(spec.data_type, self._id)
+            with store._transaction() as cur:
+                deleted = cur.execute(f"DELETE FROM {spec.table} WHERE {where}", params).fetchone()[0]
+            stat.result_count = int(deleted)
+        return int(deleted)
 
     def update(self, data_type: DataType | str, key: str, changes: Mapping[str, Any]) -> Record:
         """Change fields of one record atomically; the merged record is validated as a whole.

@@ -1,0 +1,142 @@
+"""Turn latency while the daemon ingests a large campaign (issue 19 item 9).
+
+A real daemon with the pattern planner and skills-only turns (``execute_only``), so
+the model is out of it: what a turn waits for is the store and the embedder, the
+two things ingestion shares with it. One session plays ``turns`` turns with the
+daemon idle (the baseline), then as many as fit while a generated campaign of
+``files`` text files (``bench_ingest.generate_campaign``) is ingested through
+``IngestCampaign``; the report gives both medians, the ingestion's duration and
+its chunk count.
+
+    python -m narratoria.clients.bench_ingest_load [--files 500] [--turns 12] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+PROMPTS = ["I look around the hall", "I ask the keeper about the road", "I check my pack",
+           "I listen at the door", "I walk to the window", "I search the shelves"]
+
+
+class _Daemon:
+    def __init__(self, folder: Path) -> None:
+        self.socket = folder / "d.sock"
+        self.log = folder / "daemon.log"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "narratoria.clients.cli", "serve", "--socket", str(self.socket),
+             "--data-dir", str(folder / "data"), "--planner", "pattern", "--json"],
+            stdout=subprocess.PIPE, stderr=open(self.log, "wb"), text=True,
+            start_new_session=True)
+        line = self.proc.stdout.readline() if self.proc.stdout else ""
+        if not line.strip():
+            raise RuntimeError(f"the daemon did not start; see {self.log}")
+        self.ready = json.loads(line)
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+
+def _turn(client: Any, session_id: str, i: int) -> float:
+    started = time.perf_counter()
+    kinds = [e.WhichOneof("event") for e in client.turn(session_id, text=PROMPTS[i % len(PROMPTS)],
+                                                        execute_only=True)]
+    if kinds[-1:] != ["done"]:
+        raise RuntimeError(f"turn {i} ended with {kinds[-1:]}")
+    return time.perf_counter() - started
+
+
+def _p(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 3)
+
+
+def run(files: int, turns: int, progress: bool = True) -> dict[str, Any]:
+    from .bench_ingest import generate_campaign
+    from .client import NarratoriaClient
+
+    def say(text: str) -> None:
+        if progress:
+            print(f"bench ingest-load: {text}", file=sys.stderr, flush=True)
+
+    folder = Path(tempfile.mkdtemp(prefix="nbil-", dir="/tmp"))  # a short socket path
+    campaign = generate_campaign(folder / "campaign", files=files)
+    say(f"starting a daemon (pattern planner) in {folder}")
+    daemon = _Daemon(folder)
+    try:
+        with NarratoriaClient(f"unix://{daemon.socket}", timeout_s=900) as client:
+            session = client.create_session(campaign="ninth_milestone", title="bench").id
+            for i in range(2):  # warm: first-call costs (the skill processes, caches)
+                _turn(client, session, i)
+            baseline = [_turn(client, session, i) for i in range(turns)]
+            say(f"baseline: {turns} turns, p50 {statistics.median(baseline):.3f} s")
+
+            done = threading.Event()
+            outcome: dict[str, Any] = {}
+
+            def ingest() -> None:
+                started = time.perf_counter()
+                try:
+                    with NarratoriaClient(f"unix://{daemon.socket}", timeout_s=3600) as other:
+                        for item in other.ingest_campaign(str(campaign)):
+                            if item.result_json:
+                                outcome["result"] = json.loads(item.result_json)
+                except Exception as exc:  # noqa: BLE001 - reported
+                    outcome["error"] = f"{type(exc).__name__}: {exc}"
+                outcome["seconds"] = round(time.perf_counter() - started, 1)
+                done.set()
+
+            thread = threading.Thread(target=ingest, daemon=True)
+            thread.start()
+            during: list[float] = []
+            i = 0
+            while not done.is_set():
+                latency = _turn(client, session, i)
+                if not done.is_set():  # only turns that ran wholly during the ingestion
+                    during.append(latency)
+                i += 1
+            thread.join()
+            say(f"during ingestion ({outcome.get('seconds')} s): {len(during)} turns, "
+                f"p50 {statistics.median(during) if during else float('nan'):.3f} s")
+    finally:
+        daemon.stop()
+    result = outcome.get("result") or {}
+    return {"files": files, "chunks": result.get("textChunks"), "ingestS": outcome.get("seconds"),
+            "ingestError": outcome.get("error"),
+            "baseline": {"turns": len(baseline), "p50S": _p(baseline, 0.5), "p95S": _p(baseline, 0.95)},
+            "duringIngest": {"turns": len(during), "p50S": _p(during, 0.5), "p95S": _p(during, 0.95)},
+            "command": " ".join(["python -m narratoria.clients.bench_ingest_load",
+                                 f"--files {files}", f"--turns {turns}"])}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--files", type=int, default=500, help="text files of the ingested campaign")
+    parser.add_argument("--turns", type=int, default=12, help="baseline turns")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    report = run(args.files, args.turns, progress=not args.json)
+    print(json.dumps(report, indent=2))
+    return 0 if not report["ingestError"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
