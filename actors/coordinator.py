@@ -31,6 +31,7 @@ from narratoria.runtime.campaign.loaded import LoadedCampaign, merge_trees
 from narratoria.runtime.characters import CharacterStore
 from narratoria.runtime.characters.realize import load_campaign_context, realize
 from narratoria.runtime.executor import ExecutorEvent
+from narratoria.runtime.files import PRIVATE_UMASK
 from narratoria.runtime.plan import ExecutionResult, Plan, decode_plan
 from narratoria.runtime.planner.base import PlanRequest
 from narratoria.runtime.planner.fixed import FixedPlanner
@@ -155,6 +156,9 @@ class CoordinatorActor:
     def __init__(self, analytics_path: str, generation_budget_s: float = 5.0,
                  planner_kind: str = "model", data_dir: str | None = None,
                  planner_names: list[str] | None = None) -> None:
+        # The daemon sets this umask before starting Ray; a worker of a cluster joined
+        # through RAY_ADDRESS was started without it (this actor writes analytics, characters).
+        os.umask(PRIVATE_UMASK)
         self.planner_kind = planner_kind  # "pattern": no model plans (tests, weak devices)
         # By name: a restarted coordinator finds the others without stored handles.
         self.planner, self.supervisor, self.store = (

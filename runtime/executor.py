@@ -19,6 +19,8 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
+import msgspec
+
 from .plan import (
     ExecutionResult,
     Plan,
@@ -38,6 +40,7 @@ from .skills.health import SkillHealthTracker
 from .skills.registry import SkillRegistry
 from .slots import ProcessSlots
 from .state import SessionState
+from .state.caps import StateCapError
 
 # Key of the tool-input object (§2.1.4) that carries dependency results:
 # {"<toolId>": {"ok": true, "summary": str | None, "statePatches": [{...}, ...]} | null}
@@ -417,9 +420,13 @@ class _PlanRun:
         session = _session_copy(state)
         assets: list[dict[str, Any]] = []
         ui_events: list[dict[str, Any]] = []
+        refused: ToolError | None = None
         for tool_id in order:  # dependency order makes merges deterministic
-            for event in self._successful_events(tool_id, StatePatchEvent):
-                session.apply_patch(event.patch)
+            patches = [e.patch for e in self._successful_events(tool_id, StatePatchEvent)]
+            try:  # one tool's patches: all or none, within the session's caps (state/caps.py)
+                session.apply_patches(patches)
+            except (StateCapError, TypeError) as exc:
+                refused = refused or self._refuse_patches(tool_id, exc)
             result = self.results[tool_id]
             for doc in result.events:
                 if result.state != "success" or doc["attempt"] != result.retryCount:
@@ -447,8 +454,20 @@ class _PlanRun:
             uiEvents=ui_events,
             executionTimeMs=self._elapsed_ms(),
             attemptNumber=self.plan.metadata.generationAttempt,
-            error=self.error,
+            error=self.error or (refused if not success else None),
         )
+
+    def _refuse_patches(self, tool_id: str, exc: Exception) -> ToolError:
+        """The tool whose state patches a cap refused fails, its error saying which cap and
+        by how much: none of its patches, assets or ui events reach the session."""
+        error = ToolError(code="state_cap" if isinstance(exc, StateCapError) else "bad_state_patch",
+                          category="tool_failure", message=f"tool {tool_id}: {exc}")
+        self.results[tool_id] = msgspec.structs.replace(self.results[tool_id], state="failed",
+                                                        error=error)
+        skill = self.resolved[tool_id].skill
+        if skill is not None:
+            self.ex.health.record_failure(skill)
+        return error
 
     def _elapsed_ms(self) -> int:
         return int((time.monotonic() - self.started) * 1000)

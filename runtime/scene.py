@@ -174,6 +174,14 @@ def _outcomes(outcome: TurnOutcome) -> list[str]:
             if r.state == "success" and r.output and r.output.get("summary")]
 
 
+def _refused_patches(outcome: TurnOutcome) -> list[str]:
+    """Why the executor kept tools' state patches out of the session (a cap, caps.py)."""
+    if outcome.result is None:
+        return []
+    return [r.error.message for r in outcome.result.toolResults
+            if r.error is not None and r.error.code in ("state_cap", "bad_state_patch")]
+
+
 def _payload(ui: dict[str, Any]) -> dict[str, Any]:
     """A ui_event's payload (protocol v0), or {} when it has none."""
     payload = ui.get("payload")
@@ -266,6 +274,8 @@ async def run_scene(services: SceneServices, scene: SceneInput, emit: Emit) -> S
                              session_id=scene.session_id, on_event=_forward(emit))
     clock.timings["plan"] = sum(a.generation_ms for a in outcome.attempts)
     clock.timings["execute"] = sum(a.execution_ms for a in outcome.attempts)
+    for refused in _refused_patches(outcome):  # an optional tool's, or the plan would have failed
+        emit("log", {"level": "warning", "message": refused, "source": "state"})
 
     state = scene.state
     context = NarrationContext(player_input=scene.player_input)

@@ -11,6 +11,11 @@ History: ``session_scenes`` keeps, per scene N, what the session was after it
 (state, narration, choices; scene 0 is the initial state) and the narrative
 state engine's moment of that scene. A branch at scene N starts from the row of
 scene N-1 and copies rows 0..N-1, so it can itself be branched at any scene it has.
+
+Size: states are stored as compact JSON, the form GetState sends, so the stored size
+is what ``state/caps.py`` measures. A new session past the state cap is refused, and so
+is a turn that would leave one past it and larger than before (the executor refuses
+such patches first); a session saved larger before the cap still loads and plays.
 """
 
 from __future__ import annotations
@@ -25,9 +30,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 import duckdb
+import msgspec
 
 from .db import Migration, migrate
 from .state import SessionState, StatRange
+from .state.caps import StateCapError
 
 COMPONENT = "sessions"
 SCHEMA = "daemon"
@@ -159,6 +166,11 @@ def _now() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
 
 
+def _tree_json(state: SessionState) -> str:
+    # Compact UTF-8, as GetState sends it: the stored size is the size the caps measure.
+    return msgspec.json.encode(state.tree).decode()
+
+
 def stats_json(state: SessionState) -> dict[str, dict[str, Any]]:
     return {p: {"minimum": r.minimum, "maximum": r.maximum, "integer": r.integer}
             for p, r in state.stats.items()}
@@ -184,7 +196,9 @@ class SessionStore:
         sid = session_id or self.new_id()
         now = _now()
         state = state or SessionState()
-        tree, stats = json.dumps(state.tree), json.dumps(stats_json(state))
+        if state.size() > state.caps.state_bytes:
+            raise StateCapError("state", state.size(), state.caps.state_bytes, "initial session state")
+        tree, stats = _tree_json(state), json.dumps(stats_json(state))
         with self._lock, self._transaction():
             self._con.execute(
                 f"INSERT INTO {SCHEMA}.sessions (id, owner, campaign, title, playthrough_id, status, "
@@ -288,8 +302,17 @@ class SessionStore:
                    narration: str, choices: list[str], *, player_input: str = "",
                    moment_id: str | None = None) -> None:
         """The turn's rows, written with ``cur`` inside a transaction the caller holds, so
-        another write (the scene's memory) can commit or fail with them."""
-        tree, stats = json.dumps(state.tree), json.dumps(stats_json(state))
+        another write (the scene's memory) can commit or fail with them.
+
+        StateCapError if the state is past the state cap and larger than the one saved
+        (caps.py; the executor refuses such patches first, this is the last line)."""
+        tree, stats = _tree_json(state), json.dumps(stats_json(state))
+        size, cap = len(tree.encode()), state.caps.state_bytes
+        if size > cap:
+            saved = cur.execute(f"SELECT strlen(state_json) FROM {SCHEMA}.sessions WHERE id = ?",
+                                [session_id]).fetchone()
+            if saved is not None and size > saved[0]:
+                raise StateCapError("state", size, cap, f"session {session_id!r} state")
         now = _now()
         updated = cur.execute(
             f"UPDATE {SCHEMA}.sessions SET state_json = ?, stats_json = ?, last_narration = ?, "

@@ -45,6 +45,7 @@ from .npcs import Npc, NpcView, cast_from_json, cast_json, parse_cast, present
 from .planner.context import Fragment
 from .sessions import BadScene, SessionEnded, SessionRecord, SessionStore
 from .state import SessionState, StatRange
+from .state.caps import StateCapError
 from .state.engine import NarrativeStateEngine
 from .state.engine_schema import SCHEMA as ENGINE_SCHEMA
 from .state.models import CharacterState, DuplicateError, EngineConfig
@@ -229,7 +230,7 @@ class Storyline:
             try:
                 self.store.playthrough(playthrough_id).store("memory_event", event, with_write=write)
                 return self.sessions.get(session_id)
-            except SessionEnded:
+            except (SessionEnded, StateCapError):
                 raise
             except Exception:  # noqa: BLE001 - the turn matters more than its memory
                 log.warning("session %s: scene memory not stored; saving the turn alone",

@@ -10,6 +10,12 @@ Clamping is an invariant, not a view: every declared stat in the tree is in
 range after ``__init__``, ``declare_stat``, ``apply_patch`` and ``set``. That
 lets ``apply_patch`` check only the declared paths its patch touched. Mutating
 ``tree`` directly bypasses both clamping and the history, so don't.
+
+Size is bounded by ``caps`` (``caps.py``): a patch past the patch cap, the patches
+of one plan attempt (since ``copy``) past the turn cap, or a patch that would leave
+the tree past the state cap and larger than it was, raises ``StateCapError`` and
+changes nothing. Constructing a state never refuses one that is already too large
+(a session saved before the caps): it reads, and plays on without growing.
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..bounded import depth_of
+from .caps import DEFAULT_CAPS, StateCapError, StateCaps, encoded_size
 from .merge import deep_merge, json_copy
 from .paths import WILDCARD, iter_matching, segments_match, split_path
 
@@ -145,6 +153,9 @@ class SessionState:
         check_json(tree)
         self.tree: dict[str, Any] = json_copy(tree)
         self.patches: list[dict[str, Any]] = []
+        self.caps: StateCaps = DEFAULT_CAPS
+        self._turn_bytes = 0  # patch bytes applied since this state was made or copied
+        self._size: int | None = None  # the tree's JSON size, while known
         self._declarations: dict[str, _Declaration] = {}
         self._next_order = 0
         for pattern, rng in (stats or {}).items():
@@ -174,6 +185,7 @@ class SessionState:
         self._next_order += 1
         for concrete, _ in list(iter_matching(self.tree, segments)):
             self._clamp_at(concrete)
+        self._size = None
 
     def range_for(self, path: str | Sequence[str]) -> StatRange | None:
         """The range governing a concrete path, or ``None`` if it is not a declared stat."""
@@ -213,8 +225,26 @@ class SessionState:
         """
         if not isinstance(patch, dict):
             raise TypeError(f"state patch must be a JSON object (dict), got {type(patch).__name__}")
+        caps = self.caps
+        if (depth := depth_of(patch, caps.depth)) > caps.depth:
+            raise StateCapError("depth", depth, caps.depth, "state patch nesting")
         check_json(patch)
+        size = encoded_size(patch)
+        if size > caps.patch_bytes:
+            raise StateCapError("patch", size, caps.patch_bytes, "state patch")
+        if self._turn_bytes + size > caps.turn_bytes:
+            raise StateCapError("turn", self._turn_bytes + size, caps.turn_bytes,
+                                "state patches of this turn together")
+        before = self.size()
+        kept = json_copy(self.tree)  # to undo a merge the state cap refuses
         deep_merge(self.tree, patch)
+        after = encoded_size(self.tree)
+        if after > caps.state_bytes and after > before:
+            self.tree.clear()
+            self.tree.update(kept)
+            raise StateCapError("state", after, caps.state_bytes, "session state after this patch")
+        self._size = after
+        self._turn_bytes += size
         # Only declared paths the patch reaches can have changed: a stat the
         # patch does not reach keeps its (already clamped) value, or vanished
         # because the patch replaced or deleted an ancestor.
@@ -224,8 +254,29 @@ class SessionState:
                 touched.setdefault(tuple(concrete), concrete)
         for concrete in touched.values():
             self._clamp_at(concrete)
+        if touched:
+            self._size = None  # a clamp may change a number's length
         self.patches.append(json_copy(patch))
         return self.tree
+
+    def apply_patches(self, patches: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        """``apply_patch`` each of ``patches`` in order, all or none: on any error the
+        state, its history and its turn count are as before (one tool's patches)."""
+        trial = self.copy()
+        trial._turn_bytes = self._turn_bytes
+        for patch in patches:
+            trial.apply_patch(patch)
+        self.tree.clear()
+        self.tree.update(trial.tree)
+        self.patches = trial.patches
+        self._turn_bytes, self._size = trial._turn_bytes, trial._size
+        return self.tree
+
+    def size(self) -> int:
+        """The tree's size as JSON text, in bytes (what GetState would send)."""
+        if self._size is None:
+            self._size = encoded_size(self.tree)
+        return self._size
 
     def set(self, path: str, value: Any) -> dict[str, Any]:
         """Apply the patch ``{seg1: {seg2: ... value}}``; return the tree.
@@ -256,12 +307,16 @@ class SessionState:
         return json_copy(self.tree)
 
     def copy(self) -> SessionState:
-        """An independent copy (tree, history, ranges) for a plan attempt that may be discarded."""
+        """An independent copy (tree, history, ranges, caps) for a plan attempt that may be
+        discarded; its turn count starts at 0."""
         other = SessionState.__new__(SessionState)
         other.tree = json_copy(self.tree)
         other.patches = [json_copy(patch) for patch in self.patches]
         other._declarations = dict(self._declarations)  # entries are immutable
         other._next_order = self._next_order
+        other.caps = self.caps
+        other._turn_bytes = 0  # the attempt counts its own patches against the turn cap
+        other._size = self._size
         return other
 
     # -- persistence -------------------------------------------------------
