@@ -54,6 +54,8 @@ class DaemonConfig:
     planner_resource: str | None = None
     # The same for the skill supervisor: skills then run on the node offering it.
     supervisor_resource: str | None = None
+    # The most a SKILL.md or a plan may ask for (runtime/limits.py SkillCaps), by field.
+    skill_caps: dict[str, float] = field(default_factory=dict)
 
 
 def config_from_args(args: argparse.Namespace) -> DaemonConfig:
@@ -72,7 +74,15 @@ def config_from_args(args: argparse.Namespace) -> DaemonConfig:
         threads=getattr(args, "threads", None),
         planner_replicas=int(getattr(args, "planner_replicas", None) or 1),
         planner_resource=getattr(args, "planner_resource", None),
-        supervisor_resource=getattr(args, "supervisor_resource", None))
+        supervisor_resource=getattr(args, "supervisor_resource", None),
+        skill_caps={cap: value for cap, flag in _CAP_FLAGS.items()
+                    if (value := getattr(args, flag, None)) is not None})
+
+
+# SkillCaps field -> the serve argument that sets it (--max-skill-memory-mb...).
+_CAP_FLAGS = {"memory_mb": "max_skill_memory_mb", "cpu_s": "max_skill_cpu_s",
+              "open_files": "max_skill_open_files", "tool_timeout_s": "max_tool_timeout_s",
+              "plan_timeout_s": "max_plan_timeout_s"}
 
 
 def serve_main(args: argparse.Namespace) -> int:
@@ -300,7 +310,7 @@ async def serve(config: DaemonConfig) -> int:
             store = StoreActor.options(name="store", **here).remote(str(config.data_dir))
             supervisor = SkillSupervisorActor.options(**_supervisor_options(config, here)).remote(
                 roots, config.skill_limit, _skill_target(endpoint), str(config.data_dir),
-                None if joined else temp_dir)
+                None if joined else temp_dir, caps=config.skill_caps)
             coordinator = CoordinatorActor.options(name="coordinator", **here).remote(
                 str(config.data_dir / "analytics.jsonl"), planner_kind=config.planner,
                 data_dir=str(config.data_dir),

@@ -4,7 +4,7 @@ Each session gets its own executor (its own plan concurrency rules and skill
 health, §2.3.3); every executor shares one :class:`ProcessSlots`, so the device
 never runs more than ``limit`` skill processes and excess work waits in order.
 Each invocation gets a store token bound to its playthrough and to the skill it
-runs (none for a bare script path), valid while its plan runs, which the daemon's
+runs (plans name registered skills only), valid while its plan runs, which the daemon's
 Store service checks: the skill names the scope of its own shared records.
 Every skill process is kept out of the daemon's data dir (the database, the token,
 the characters) by Landlock (``runtime/sandbox.py``): it reaches its data only
@@ -24,6 +24,7 @@ import ray
 
 from narratoria.runtime.endpoint import ADDRESS_ENV, SKILL_TOKEN_ENV, published_token_files
 from narratoria.runtime.executor import ExecutorConfig, PlanExecutor
+from narratoria.runtime.limits import SkillCaps
 from narratoria.runtime.plan import ExecutionResult, Plan, ToolInvocation
 from narratoria.runtime import sandbox
 from narratoria.runtime.process import ProcessLimits, script_env
@@ -37,15 +38,18 @@ from narratoria.runtime.zygote import Zygote
 @ray.remote(num_cpus=0, max_restarts=-1, max_concurrency=256)
 class SkillSupervisorActor:
     def __init__(self, skill_roots: list[str], limit: int, daemon_address: str,
-                 data_dir: str | None = None, ray_dir: str | None = None) -> None:
+                 data_dir: str | None = None, ray_dir: str | None = None,
+                 caps: dict[str, float] | None = None) -> None:
         self.registry = SkillRegistry([Path(r) for r in skill_roots])
         self.slots = ProcessSlots(limit)
         self.address = daemon_address
+        # Plans name registered skills only: allow_script_paths stays off (its default).
         self.config = ExecutorConfig(max_concurrency=limit,
                                      limits=ProcessLimits(sandbox=skill_sandbox(
-                                         data_dir, skill_roots, ray_dir, daemon_address)))
+                                         data_dir, skill_roots, ray_dir, daemon_address)),
+                                     caps=SkillCaps(**(caps or {})))
         self.executors: dict[str, PlanExecutor] = {}
-        # store token -> (playthrough id, skill name or None for a bare script path)
+        # store token -> (playthrough id, skill name; None only if a script were no skill's)
         self.tokens: dict[str, tuple[str, str | None]] = {}
         self.plans_running = 0
         self._tasks: set[asyncio.Task[ExecutionResult]] = set()
@@ -81,7 +85,7 @@ class SkillSupervisorActor:
 
     def token_scope(self, token: str) -> tuple[str, str | None] | None:
         """(playthrough, skill) of a live invocation's store token, else None. The skill
-        is None where the plan named a script outside every registered skill."""
+        is never None under the daemon: its executor runs registered skills' scripts only."""
         return self.tokens.get(token)
 
     def _executor(self, session_id: str, playthrough_id: str, issued: list[str]) -> PlanExecutor:
@@ -90,8 +94,8 @@ class SkillSupervisorActor:
 
         def env_for(plan: Plan, tool: ToolInvocation) -> dict[str, str]:
             token = secrets.token_urlsafe(24)
-            # The skill as the executor resolves it (skill/script or a registered script's
-            # path); a bare script path is no skill and gets no skill scope.
+            # The skill as the executor resolves it (a plan names skill/script; a file
+            # path never runs here), so its token carries that skill's scope.
             script = self.registry.resolve(tool.toolPath)
             self.tokens[token] = (playthrough_id, script.skill if script is not None else None)
             issued.append(token)

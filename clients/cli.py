@@ -13,6 +13,7 @@ import asyncio
 import json
 import os
 import sys
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -82,10 +83,16 @@ def _load_state(path: str | None) -> SessionState:
 
 def _executor(args: argparse.Namespace, registry: SkillRegistry) -> PlanExecutor:
     defaults = ExecutorConfig()
+    tool_timeout = args.tool_timeout or defaults.tool_timeout_s
+    plan_timeout = args.plan_timeout or defaults.plan_timeout_s
+    # The daemon's default caps, widened to the timeouts asked for here on purpose.
+    caps = replace(defaults.caps, tool_timeout_s=max(defaults.caps.tool_timeout_s, tool_timeout),
+                   plan_timeout_s=max(defaults.caps.plan_timeout_s, plan_timeout))
     return PlanExecutor(registry, ExecutorConfig(
         max_concurrency=args.concurrency or defaults.max_concurrency,
-        tool_timeout_s=args.tool_timeout or defaults.tool_timeout_s,
-        plan_timeout_s=args.plan_timeout or defaults.plan_timeout_s,
+        tool_timeout_s=tool_timeout, plan_timeout_s=plan_timeout, caps=caps,
+        # Local development only (`plan run`); the daemon has no such switch.
+        allow_script_paths=bool(getattr(args, "allow_script_paths", False)),
     ))
 
 
@@ -855,6 +862,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_skill_dirs(run)
     _add_exec_options(run)
     run.add_argument("--json", action="store_true", help="print the Execution Result document")
+    run.add_argument("--allow-script-paths", action="store_true",
+                     help="development only: a toolPath may also be the path of a script file "
+                          "outside every skill (the daemon always refuses this)")
     run.set_defaults(func=cmd_plan_run)
 
     turn = sub.add_parser(
@@ -951,6 +961,17 @@ def build_parser() -> argparse.ArgumentParser:
                        help="CPU threads for the model (default: every core)")
     serve.add_argument("--skill-limit", type=int, metavar="N",
                        help="max concurrent skill processes")
+    serve.add_argument("--max-skill-memory-mb", type=_positive_int, metavar="MB",
+                       help="the most address space a SKILL.md may ask for (default 4096)")
+    serve.add_argument("--max-skill-cpu-s", type=_positive_int, metavar="S",
+                       help="the most CPU seconds a SKILL.md may ask for (default 300)")
+    serve.add_argument("--max-skill-open-files", type=_positive_int, metavar="N",
+                       help="the most open files a SKILL.md may ask for (default 4096)")
+    serve.add_argument("--max-tool-timeout-s", type=_positive_int, metavar="S",
+                       help="the longest timeout a plan's tool or a SKILL.md may ask for "
+                            "(default 300)")
+    serve.add_argument("--max-plan-timeout-s", type=_positive_int, metavar="S",
+                       help="the longest timeout a plan may ask for (default 600)")
     serve.add_argument("--planner", choices=("model", "pattern"),
                        help="who plans turns: the model (default) or the pattern planner "
                             "(no model plans: tests, weak devices)")

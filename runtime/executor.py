@@ -6,6 +6,14 @@ order, or concurrently when the plan is ``parallel`` and the tool is ``async``
 killed with its whole process group on timeout, and its events are aggregated
 into the Execution Result. Only successful invocations contribute state patches,
 assets and ui events: a failed attempt's side effects never reach the session.
+
+What a plan may ask for is bounded before anything runs: a ``toolPath`` names a
+registered skill's script (``SkillRegistry.lookup``), never a program, unless the local
+development switch ``ExecutorConfig.allow_script_paths`` is on (``narratoria plan run
+--allow-script-paths`` only; the daemon never sets it); a skill's declared resource
+limits and timeouts, a tool's ``timeoutMs`` and the plan's ``timeoutMs`` stay within
+``ExecutorConfig.caps``. A refused tool fails with an error naming what it asked for,
+the cap and the setting that raises it; nothing of it is started.
 """
 
 from __future__ import annotations
@@ -31,13 +39,13 @@ from .plan import (
     ToolResult,
     validate_plan,
 )
-from .limits import ResourceLimits
+from .limits import ResourceLimits, SkillCaps
 from .process import InvocationOutcome, ProcessLimits, run_script, script_env
 from .zygote import Zygote
 from .protocol import AssetEvent, StatePatchEvent, UiEvent, event_to_dict, tool_input
-from .skills.discovery import SkillScript
+from .skills.discovery import Skill, SkillScript
 from .skills.health import SkillHealthTracker
-from .skills.registry import SkillRegistry
+from .skills.registry import SkillRegistry, ToolPathError, shown
 from .slots import ProcessSlots
 from .state import SessionState
 from .state.caps import StateCapError
@@ -56,8 +64,10 @@ class ExecutorConfig:
     tool_timeout_s: float = 30.0
     plan_timeout_s: float = 60.0
     limits: ProcessLimits = ProcessLimits()
-    # Plans may name script files outside any skill root (skill authors, tests).
-    allow_unregistered_paths: bool = True
+    # A toolPath may also be a script file outside every skill: a local development
+    # switch (`narratoria plan run --allow-script-paths`), never set by the daemon.
+    allow_script_paths: bool = False
+    caps: SkillCaps = SkillCaps()
     extra_env: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -121,8 +131,15 @@ class PlanExecutor:
             return run.rejected(exc)
         if self.registry is not None:
             self.registry.refresh()
+        caps = self.config.caps
+        if plan.timeoutMs is not None and plan.timeoutMs / 1000 > caps.plan_timeout_s:
+            return run.rejected(PlanError(
+                f"timeoutMs: the plan asks for {plan.timeoutMs} ms, above the daemon's cap of "
+                f"{caps.plan_timeout_s * 1000:.0f} ms (raise it with narratoria serve "
+                f"{SkillCaps.SETTINGS['plan_timeout_s']})", code="limit_exceeded"))
         run.resolve_all()
-        plan_timeout = plan.timeoutMs / 1000 if plan.timeoutMs else self.config.plan_timeout_s
+        plan_timeout = (plan.timeoutMs / 1000 if plan.timeoutMs
+                        else min(self.config.plan_timeout_s, caps.plan_timeout_s))
         try:
             async with asyncio.timeout(plan_timeout):
                 if plan.parallel:
@@ -194,23 +211,26 @@ class _PlanRun:
         for tool in self.plan.tools:
             self.resolved[tool.toolId] = self._resolve(tool)
 
+    def _locate(self, tool: ToolInvocation) -> tuple[SkillScript | None, Path | None,
+                                                      ToolError | None]:
+        """(the registered script, the file to run, why it may not run)."""
+        try:
+            if self.ex.registry is None:
+                raise ToolPathError(f"toolPath {shown(tool.toolPath)}: no skills are registered",
+                                    "unknown_tool")
+            script = self.ex.registry.lookup(tool.toolPath)
+            return script, script.path, None
+        except ToolPathError as exc:
+            candidate = Path(tool.toolPath)
+            if self.ex.config.allow_script_paths and candidate.is_file():
+                return None, candidate.resolve(), None
+            return None, None, ToolError(code=exc.code, message=str(exc),
+                                         category="process_error")
+
     def _resolve(self, tool: ToolInvocation) -> _Resolved:
         cfg = self.ex.config
         registry = self.ex.registry
-        script = registry.resolve(tool.toolPath) if registry is not None else None
-        path: Path | None = script.path if script is not None else None
-        refusal = None
-        if script is None:
-            candidate = Path(tool.toolPath)
-            if cfg.allow_unregistered_paths and candidate.is_file():
-                path = candidate.resolve()
-            else:
-                refusal = ToolError(
-                    code="unknown_tool",
-                    message=f"toolPath {tool.toolPath!r} is neither a known skill/script "
-                    "nor an executable file",
-                    category="process_error",
-                )
+        script, path, refusal = self._locate(tool)
         skill = script.skill if script is not None else (_skill_of_path(path) if path else None)
         if skill is not None and refusal is None:
             if skill in self.plan.disabledSkills or skill in self.ex.health.disabled():
@@ -220,6 +240,8 @@ class _PlanRun:
                     category="tool_failure",
                 )
         skill_obj = registry.get(script.skill) if (registry and script) else None
+        if skill_obj is not None and refusal is None:
+            refusal = _limits_over_cap(skill_obj, cfg.caps)
         policy = tool.retryPolicy
         if policy is None and skill_obj is not None and skill_obj.retry_policy is not None:
             policy = RetryPolicy(
@@ -227,13 +249,24 @@ class _PlanRun:
                 backoffMs=skill_obj.retry_policy.backoffMs,
             )
         timeout_ms = tool.timeoutMs or (script.timeout_ms if script else None)
+        if refusal is None and timeout_ms and timeout_ms / 1000 > cfg.caps.tool_timeout_s:
+            asker = (f"tool {shown(tool.toolId, 64)}" if tool.timeoutMs
+                     else f"skill {skill!r} (its SKILL.md or script manifest)")
+            refusal = ToolError(
+                code="limit_exceeded",
+                message=f"{asker} asks for timeoutMs {timeout_ms}, above the daemon's cap of "
+                f"{cfg.caps.tool_timeout_s * 1000:.0f} ms (raise it with narratoria serve "
+                f"{SkillCaps.SETTINGS['tool_timeout_s']})",
+                category="process_error",
+            )
         return _Resolved(
             tool=tool,
             path=path,
             script=script,
             skill=skill,
             policy=policy or RetryPolicy(),
-            timeout_s=timeout_ms / 1000 if timeout_ms else cfg.tool_timeout_s,
+            timeout_s=(timeout_ms / 1000 if timeout_ms
+                       else min(cfg.tool_timeout_s, cfg.caps.tool_timeout_s)),
             refusal=refusal,
         )
 
@@ -285,7 +318,8 @@ class _PlanRun:
         spec = skill.limits if skill is not None else None
         if spec is None:
             return base
-        return ResourceLimits(
+        return replace(  # what the SKILL.md does not set (processes...) stays the daemon's
+            base,
             cpu_s=spec.cpuSeconds if spec.cpuSeconds is not None else base.cpu_s,
             memory_mb=spec.memoryMb if spec.memoryMb is not None else base.memory_mb,
             open_files=spec.openFiles if spec.openFiles is not None else base.open_files)
@@ -471,6 +505,26 @@ class _PlanRun:
 
     def _elapsed_ms(self) -> int:
         return int((time.monotonic() - self.started) * 1000)
+
+
+def _limits_over_cap(skill: Skill, caps: SkillCaps) -> ToolError | None:
+    """Why the resource limits ``skill`` declares may not be granted, or None."""
+    spec = skill.limits
+    if spec is None:
+        return None
+    for name, asked, cap, unit, setting in (
+            ("memoryMb", spec.memoryMb, caps.memory_mb, "MB", "memory_mb"),
+            ("cpuSeconds", spec.cpuSeconds, caps.cpu_s, "s", "cpu_s"),
+            ("openFiles", spec.openFiles, caps.open_files, "files", "open_files")):
+        if asked is not None and asked > cap:
+            return ToolError(
+                code="limit_exceeded",
+                message=f"skill {skill.name!r} asks for limits.{name} {asked} {unit} in "
+                f"{skill.skill_file}, above the daemon's cap of {cap} {unit} (raise it with "
+                f"narratoria serve {SkillCaps.SETTINGS[setting]})",
+                category="process_error",
+            )
+    return None
 
 
 def _strip(doc: dict[str, Any]) -> dict[str, Any]:

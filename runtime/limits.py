@@ -46,3 +46,28 @@ def apply_resource_limits(pairs: Sequence[Sequence[int]]) -> None:
         if hard != resource.RLIM_INFINITY:
             value = min(value, hard)
         resource.setrlimit(resource_id, (value, value))
+
+
+@dataclass(frozen=True)
+class SkillCaps:
+    """The most a SKILL.md (``x-narratoria.limits``, ``timeoutMs``) or a plan (a tool's or
+    the plan's ``timeoutMs``) may ask for; past a cap the executor refuses the tool (or
+    the plan) with an error naming the limit and the ``narratoria serve`` flag in
+    ``SETTINGS`` that raises it.
+
+    Defaults: twice the default address space (4 GiB: room for a numpy- or torch-sized
+    skill, still well under a player device's RAM), five minutes of CPU and of wall time
+    per tool (ten times the default timeout; the built-in skills ask for at most 20 s),
+    ten minutes per plan (a turn nobody waits through is no turn), 4096 descriptors.
+    """
+
+    memory_mb: int = 4096
+    cpu_s: int = 300
+    open_files: int = 4096
+    tool_timeout_s: float = 300.0
+    plan_timeout_s: float = 600.0
+
+    SETTINGS = {"memory_mb": "--max-skill-memory-mb", "cpu_s": "--max-skill-cpu-s",
+                "open_files": "--max-skill-open-files",
+                "tool_timeout_s": "--max-tool-timeout-s",
+                "plan_timeout_s": "--max-plan-timeout-s"}

@@ -79,14 +79,28 @@ def _isolated_data(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
 
 
+def linked_test_skills(folder: Path) -> Path:
+    """``folder`` as a skill root holding the test skills (links to FIXTURE_SKILLS' own),
+    for a daemon that outlives a test: a daemon whose command line named FIXTURE_SKILLS
+    would count as a leaked skill process (``fixture_processes``)."""
+    for skill in FIXTURE_SKILLS.iterdir():
+        if skill.is_dir() and not (folder / skill.name).exists():
+            (folder / skill.name).symlink_to(skill)
+    return folder
+
+
 @pytest.fixture(scope="session")
-def pattern_daemon():
+def pattern_daemon(tmp_path_factory: pytest.TempPathFactory):
     """A daemon with the pattern planner (no model load), shared by the modules that need
     nothing else of it (each starts ~14 s on this machine). Tests make their own sessions
-    and never assume the daemon is fresh."""
+    and never assume the daemon is fresh. Plans name registered skills only: the test
+    skills are registered, and a test's own skill goes into ``d.skills_root`` (the
+    daemon picks it up at the next plan)."""
     from test_daemon import Daemon
 
-    d = Daemon("--planner", "pattern")
+    own = linked_test_skills(tmp_path_factory.mktemp("pattern-skills"))
+    d = Daemon("--planner", "pattern", "--skills-dir", str(own))
+    d.skills_root = own
     yield d
     assert d.stop() == 0
 

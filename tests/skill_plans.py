@@ -93,3 +93,15 @@ def run_by_tool(client, session_id: str, tools: list[dict],
                                       summary=(output or {}).get("summary", ""))
     [done] = [e.done for e in events if e.WhichOneof("event") == "done"]
     return results, json.loads(done.state_json)
+
+
+def install_skill(root: Path, name: str, script: str, code: str) -> str:
+    """A one-script skill ``name`` in the skill root ``root`` (a daemon's ``--skills-dir``:
+    it is picked up at the next plan); returns its ``skill/script`` name for plans."""
+    folder = root / name
+    (folder / "scripts").mkdir(parents=True, exist_ok=True)
+    (folder / "SKILL.md").write_text(f"---\nname: {name}\ndescription: A test's own skill.\n---\n")
+    path = folder / "scripts" / script
+    path.write_text(code)
+    path.chmod(0o755)
+    return f"{name}/{script}"

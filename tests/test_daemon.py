@@ -495,15 +495,15 @@ def test_a_given_plan_runs_in_a_session_without_the_planner(pattern_daemon, tmp_
 def test_a_turn_cancelled_in_flight_kills_its_skills_and_stores_nothing(pattern_daemon, tmp_path):
     import threading
 
-    from conftest import FIXTURE_SKILLS, process_alive
+    from conftest import process_alive
 
-    sleep = FIXTURE_SKILLS / "echo" / "scripts" / "sleep"
+    sleep = "echo/sleep"  # the pattern daemon registers the test skills
     with pattern_daemon.client() as client:
         session = client.create_session(title="cancel me", state={"gold": 5})
         before = client.get_state(session.id)
         plan = {"requestId": "slow", "narrative": "x",
-                "tools": [{"toolId": "s0", "toolPath": str(sleep), "input": {"seconds": 30}},
-                          {"toolId": "s1", "toolPath": str(sleep), "input": {"seconds": 30},
+                "tools": [{"toolId": "s0", "toolPath": sleep, "input": {"seconds": 30}},
+                          {"toolId": "s1", "toolPath": sleep, "input": {"seconds": 30},
                            "dependencies": ["s0"]}]}
         seen: list[pb.TurnEvent] = []
         failure: list[ClientError] = []

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURE_SKILLS, TESTS
+from conftest import TESTS
 from narratoria.clients.client import ClientError
 from skill_plans import run_plan
 from test_daemon import kinds, play
@@ -19,7 +19,6 @@ from test_daemon import kinds, play
 REPO = TESTS.parent
 TINY = TESTS / "fixtures" / "campaigns" / "tiny"
 BROKEN = TESTS / "fixtures" / "campaigns" / "broken"
-ECHO = FIXTURE_SKILLS / "echo" / "scripts" / "echo"
 
 
 def state_of(client, session_id: str) -> dict:
@@ -69,7 +68,7 @@ def test_a_stat_patch_is_clamped_into_the_campaigns_range(pattern_daemon):
     with pattern_daemon.client() as client:
         session = client.create_session(campaign="long_ebb")
         events = run_plan(client, session.id, {
-            "toolId": "boost", "toolPath": str(ECHO),
+            "toolId": "boost", "toolPath": "echo/echo",
             "input": {"key": "player", "value": {"stats": {"nerve": 99, "lamp_oil": -4}}}})
         assert kinds(events)[-1] == "done"
         stats = state_of(client, session.id)["player"]["stats"]

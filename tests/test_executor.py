@@ -234,10 +234,15 @@ def test_unknown_tools_and_disabled_skills_fail_without_spawning(registry):
     assert by_id(result)["d"].error.code == "skill_disabled"
 
 
-def test_plain_paths_run_and_stdin_carries_the_tool_input(registry):
+def test_plain_paths_run_only_with_the_development_switch(registry):
     script = FIXTURE_SKILLS / "echo" / "scripts" / "echo"
-    result, _ = run(None, t("p", str(script), input={"key": "p", "value": "v"}))
-    assert result.success and result.aggregatedState["p"] == "v"
+    result, _ = run(registry, t("p", str(script), input={"key": "p", "value": "v"}))
+    refused = by_id(result)["p"]
+    assert refused.state == "failed" and refused.error.code == "tool_path_refused"
+    assert refused.exitCode is None and "p" not in result.aggregatedState  # nothing ran
+    result, _ = run(None, t("p", str(script), input={"key": "p", "value": "v"}),
+                    config=ExecutorConfig(allow_script_paths=True))
+    assert result.success and result.aggregatedState["p"] == "v"  # stdin carried the input
 
 
 def test_health_degrades_after_three_consecutive_failures(registry):
@@ -294,7 +299,8 @@ def test_a_skill_runs_in_its_own_data_folder_and_a_bare_script_in_a_scratch_one(
     loose = tmp_path / "loose-cwd"  # a script outside every skill
     loose.write_bytes(script.read_bytes())
     loose.chmod(0o755)
-    result, _ = run(SkillRegistry([tmp_path / "skills"]), t("b", str(loose)))
+    result, _ = run(SkillRegistry([tmp_path / "skills"]), t("b", str(loose)),
+                    config=ExecutorConfig(allow_script_paths=True))
     bare = Path(result.aggregatedState["cwd"])
     assert bare.name.startswith("narratoria-skill-") and bare != Path(os.getcwd())
     assert not bare.exists()  # removed after the invocation

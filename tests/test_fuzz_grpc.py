@@ -191,27 +191,28 @@ def plan(timeout_ms=None, **tool) -> str:
 
 
 @pytest.fixture(scope="module")
-def skill_token(pattern_daemon, narratoria, tmp_path_factory):
-    """A live skill token: a script run by a fixed plan holds its invocation open."""
-    folder = tmp_path_factory.mktemp("token-holder")
-    script = folder / "hold"
-    script.write_text(f"""#!{sys.executable}
+def skill_token(pattern_daemon, narratoria):
+    """A live skill token: a skill's script run by a fixed plan holds its invocation open
+    (within the daemon's default cap on a tool's timeout, 300 s)."""
+    from skill_plans import install_skill
+
+    ref = install_skill(pattern_daemon.skills_root, "token-holder", "hold", f"""#!{sys.executable}
 import json, os, sys, time
 from pathlib import Path
 here = Path(__file__).resolve().parent
 sys.stdin.read()
 (here / "token.tmp").write_text(os.environ.get("NARRATORIA_SKILL_TOKEN", ""))
 os.replace(here / "token.tmp", here / "token")
-deadline = time.monotonic() + 300
+deadline = time.monotonic() + 280
 while not (here / "release").exists() and time.monotonic() < deadline:
     time.sleep(0.05)
 print(json.dumps({{"version": "0", "type": "done", "ok": True}}), flush=True)
 """)
-    script.chmod(0o755)
+    folder = pattern_daemon.skills_root / "token-holder" / "scripts"
     sid = narratoria.CreateSession(pb.CreateSessionRequest(title="token holder"),
                                    timeout=CALL_TIMEOUT_S).id
     plan = {"requestId": "fuzz-token-holder", "narrative": "Held.", "timeoutMs": 400_000,
-            "tools": [{"toolId": "hold", "toolPath": str(script), "timeoutMs": 360_000,
+            "tools": [{"toolId": "hold", "toolPath": ref, "timeoutMs": 300_000,
                        "retryPolicy": {"maxRetries": 0}}]}
     events: list = []
     turn = threading.Thread(target=lambda: events.extend(narratoria.Turn(pb.TurnRequest(

@@ -17,7 +17,8 @@ import msgspec
 import pytest
 
 from conftest import REPO
-from skill_plans import failed_on_bad_input, finished, run_plan, run_script, skills_check, tool_events
+from skill_plans import (failed_on_bad_input, finished, install_skill, run_plan, run_script,
+                         skills_check, tool_events)
 from test_daemon import done_of
 
 SKILL = REPO / "skills" / "reputation"
@@ -179,10 +180,9 @@ def test_a_multi_faction_update_whose_second_faction_is_invalid_changes_nothing(
             {"faction": "Iron Bank", "delta": 5}]), "input.changes[1].delta")
         assert _standing(client, session.id, "City Watch", "Iron Bank", "Temple") == before
 
-        # Refused by the store itself, through the Store service's AdjustScores: a bare
-        # script sends three changes whose second has an empty scale (minimum > maximum).
-        script = tmp_path / "adjust-probe"
-        script.write_text(f"""#!{sys.executable}
+        # Refused by the store itself, through the Store service's AdjustScores: a test
+        # skill sends three changes whose second has an empty scale (minimum > maximum).
+        probe = install_skill(daemon.skills_root, "adjust-probe", "adjust", f"""#!{sys.executable}
 import sys
 sys.dont_write_bytecode = True
 from narratoria.clients import skillkit as kit
@@ -194,8 +194,7 @@ def main(out, params):
 
 sys.exit(kit.run("adjust-probe", main))
 """)
-        script.chmod(0o755)
-        events = run_plan(client, session.id, {"toolId": "raw", "toolPath": str(script), "required": False,
+        events = run_plan(client, session.id, {"toolId": "raw", "toolPath": probe, "required": False,
                                                "input": {"changes": [
                                                    {"key": "city_watch", "delta": 10},
                                                    {"key": "temple", "delta": 5, "minimum": 5, "maximum": 1},

@@ -158,11 +158,15 @@ def test_registry_hot_reloads_added_changed_and_removed_skills(tmp_path):
     assert registry.refresh() and registry.skills == {}
 
 
-def test_registry_resolves_skill_refs_and_paths():
+def test_registry_resolves_skill_names_never_file_paths():
     registry = SkillRegistry([FIXTURE_SKILLS])
     by_ref = registry.resolve("echo/echo")
     assert by_ref is not None and by_ref.ref == "echo/echo"
-    assert registry.resolve(str(FIXTURE_SKILLS / "echo" / "scripts" / "echo")) == by_ref
+    # The spec's relative forms name the same script.
+    assert registry.resolve("echo/scripts/echo") == by_ref
+    assert registry.resolve("skills/echo/scripts/echo") == by_ref
+    # A file path is no name, even the path of that very script.
+    assert registry.resolve(str(FIXTURE_SKILLS / "echo" / "scripts" / "echo")) is None
     assert registry.resolve("echo/missing") is None
     assert registry.resolve("nobody/none") is None
 

@@ -5,12 +5,12 @@ A request with ``skill_scope`` works on the calling skill's own records
 (``skill:<skill name>``), shared by every playthrough. The scope comes from the
 invocation's token (the skill the supervisor ran), never from the request: another
 skill's shared records, and the playthrough's own, stay apart; a plan tool that is
-no registered skill (a bare script path) has no skill scope at all.
+no registered skill (a bare script path) never runs, so it never holds a token.
 
 Skills: the built-in character-portraits (which keeps its portraits in its scope)
 and the test-only ``scope-probe`` (tests/fixtures/store-scope/skills), which runs the
-Store calls its input lists through ``skillkit`` and reports each outcome; the same
-script is also run by a bare path (tests/fixtures/store-scope/bare-probe).
+Store calls its input lists through ``skillkit`` and reports each outcome; a plan
+naming the same script by a bare path (tests/fixtures/store-scope/bare-probe) is refused.
 """
 
 from __future__ import annotations
@@ -143,25 +143,18 @@ def test_a_skills_shared_records_are_its_own_and_span_playthroughs(daemon):
     assert found["scope"] == "shared" and found["record"]["description"] == SMITH
 
 
-def test_a_bare_script_path_has_no_skill_scope(daemon):
+def test_a_bare_script_path_never_runs_so_it_holds_no_token(daemon):
     assert BARE_PROBE.is_file()
     with daemon.client() as client:
         session = client.create_session(title="bare script")
-        events = ok_plan(client, session.id,
-                         probe("bare", op("get", True, key="probe_ghost"),
-                               op("put", True, record=ghost_record()),
-                               op("exact", True),
-                               op("get", False, key="probe_ghost"),
-                               op("put", False, record={**ghost_record(), "characterId": "bare"}),
-                               path=str(BARE_PROBE)))
-    *refused, local_get, local_put = probed(events, "bare").results
-    for result in refused:
-        assert not result["ok"] and result["status"] == "PERMISSION_DENIED", result
-        assert result["code"] == "store_forbidden"
-        assert "skill_scope" in result["message"] and "no registered skill" in result["message"]
-    # The same token still reaches the playthrough's records.
-    assert value(local_get) is None
-    assert value(local_put)["playthroughId"].startswith("pt-")
+        events = run_plan(client, session.id,
+                          probe("bare", op("put", False, record={**ghost_record(), "characterId": "bare"}),
+                                path=str(BARE_PROBE)))
+        after = ok_plan(client, session.id, probe("look", op("get", False, key="bare")))
+    refused = finished(events)["bare"]
+    assert not refused.ok and "is a file path" in refused.error, refused.error
+    assert tool_events(events, "bare") == []  # not started: no event, no Store call
+    assert value(probed(after, "look").results[0]) is None
 
 
 def test_a_skill_scope_request_needs_a_live_token(daemon):

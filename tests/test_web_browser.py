@@ -27,11 +27,11 @@ if not CHROMIUM.exists():
                 "nothing here downloads a browser", allow_module_level=True)
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
 
-from conftest import FIXTURE_SKILLS, REPO  # noqa: E402
+from conftest import REPO, linked_test_skills  # noqa: E402
 from narratoria.clients.client import NarratoriaClient  # noqa: E402
 from test_web_gateway import LiveGateway  # noqa: E402
 
-ECHO = FIXTURE_SKILLS / "echo" / "scripts" / "echo"
+ECHO = "echo/echo"  # a test skill, registered in the daemon (linked_test_skills)
 ARTIFACTS = Path(os.environ.get("NARRATORIA_ARTIFACTS") or REPO / "tests" / "artifacts") / "web"
 # The README's picture: refreshed only when asked (NARRATORIA_UPDATE_DOCS=1), so a test
 # run never leaves the checkout changed.
@@ -43,10 +43,11 @@ TURN_TIMEOUT_MS = 120_000
 
 
 @pytest.fixture(scope="module")
-def gateway(config_dir):
+def gateway(config_dir, tmp_path_factory):
     from test_daemon import Daemon
 
-    daemon = Daemon("--planner", "pattern")
+    daemon = Daemon("--planner", "pattern", "--skills-dir",
+                    str(linked_test_skills(tmp_path_factory.mktemp("skills"))))
     client = NarratoriaClient(f"unix://{daemon.socket}")
     live = LiveGateway(client)
     yield live

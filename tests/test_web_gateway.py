@@ -26,11 +26,11 @@ pytest.importorskip("uvicorn")
 
 import uvicorn  # noqa: E402
 
-from conftest import FIXTURE_SKILLS  # noqa: E402
+from conftest import linked_test_skills  # noqa: E402
 from narratoria.clients.client import NarratoriaClient  # noqa: E402
 from narratoria.clients.web import gateway as web  # noqa: E402
 
-ECHO = FIXTURE_SKILLS / "echo" / "scripts" / "echo"
+ECHO = "echo/echo"  # a test skill, registered in the daemon (linked_test_skills)
 STATIC = Path(web.__file__).parent / "static"
 
 
@@ -88,10 +88,11 @@ class LiveGateway:
 
 
 @pytest.fixture(scope="module")
-def daemon(config_dir):
+def daemon(config_dir, tmp_path_factory):
     from test_daemon import Daemon
 
-    d = Daemon("--planner", "pattern")
+    d = Daemon("--planner", "pattern", "--skills-dir",
+               str(linked_test_skills(tmp_path_factory.mktemp("skills"))))
     yield d
     assert d.stop() == 0
 

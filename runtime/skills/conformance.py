@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..limits import SkillCaps
 from ..process import ProcessLimits, run_script, script_env
 from ..protocol import ErrorEvent, tool_input
 from .discovery import SKILL_FILE, Skill, SkillError, SkillScript, load_skill
@@ -106,6 +107,8 @@ async def check_skill_async(skill_dir: Path, env: dict[str, str] | None = None,
 def _static_checks(skill: Skill, report: CheckReport) -> None:
     for warning in skill.warnings:
         report.findings.append(Finding("warning", str(skill.root), warning))
+    for message in over_default_caps(skill):
+        report.findings.append(Finding("warning", str(skill.skill_file), message))
     if not skill.scripts:
         report.findings.append(
             Finding("warning", str(skill.root / "scripts"), "no executable scripts found"))
@@ -123,6 +126,22 @@ def _static_checks(skill: Skill, report: CheckReport) -> None:
                 "warning", str(script.path),
                 "no inputSchema in references/script-manifest.json: the planner cannot "
                 "constrain this script's input"))
+
+
+def over_default_caps(skill: Skill, caps: SkillCaps = SkillCaps()) -> list[str]:
+    """What ``skill`` asks for beyond the daemon's default caps: a daemon refuses its tools
+    unless started with the flag each message names."""
+    limits = skill.limits
+    asked = [("limits.memoryMb", limits and limits.memoryMb, caps.memory_mb, "MB", "memory_mb"),
+             ("limits.cpuSeconds", limits and limits.cpuSeconds, caps.cpu_s, "s", "cpu_s"),
+             ("limits.openFiles", limits and limits.openFiles, caps.open_files, "files",
+              "open_files")]
+    asked += [(f"script {script.name}'s timeoutMs", script.timeout_ms and script.timeout_ms / 1000,
+               caps.tool_timeout_s, "s", "tool_timeout_s") for script in skill.scripts.values()]
+    return [f"{what} asks for {value:g} {unit}, above the daemon's default cap of {cap:g} "
+            f"{unit}: its tools are refused unless the daemon runs with "
+            f"{SkillCaps.SETTINGS[setting]}"
+            for what, value, cap, unit, setting in asked if value and value > cap]
 
 
 def _is_binary_executable(path: Path) -> bool:

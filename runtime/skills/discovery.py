@@ -275,6 +275,10 @@ def _discover_scripts(skill: Skill, manifest: ScriptManifest) -> dict[str, Skill
     for entry in sorted(scripts_dir.iterdir()):
         if entry.name.startswith((".", "_")) or not entry.is_file():
             continue
+        if not inside(entry, skill.root):  # a plan may run nothing outside skill folders
+            skill.warnings.append(f"{entry}: a link to outside the skill folder; not offered "
+                                  "to the planner")
+            continue
         if not os.access(entry, os.X_OK):
             skill.warnings.append(f"{entry}: not executable (chmod +x); not offered to the planner")
             continue
@@ -289,6 +293,12 @@ def _discover_scripts(skill: Skill, manifest: ScriptManifest) -> dict[str, Skill
             examples=tuple(spec.examples),
         )
     return found
+
+
+def inside(path: Path, folder: Path) -> bool:
+    """Whether ``path`` lies within ``folder``, links resolved in both."""
+    real, root = os.path.realpath(path), os.path.realpath(folder)
+    return real.startswith(root.rstrip(os.sep) + os.sep)
 
 
 @dataclass

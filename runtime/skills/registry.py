@@ -1,4 +1,13 @@
-"""The set of skills the runtime offers, kept current with the folders on disk."""
+"""The set of skills the runtime offers, kept current with the folders on disk.
+
+A plan's ``toolPath`` is a *name*, never a program: :meth:`SkillRegistry.lookup` maps it
+to a script of a registered skill or refuses it. Accepted forms are ``skill/script``
+(what the planners emit) and the spec's relative ``skill/scripts/script`` and
+``skills/skill/scripts/script``; an absolute path, an empty, ``.`` or ``..`` part, any
+other shape, an unknown name, and a registered script whose file lies outside its skill
+folder (a link) are refused with a :class:`ToolPathError` whose message quotes the
+toolPath only up to :data:`SHOWN_CHARS` characters.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +17,46 @@ import threading
 from pathlib import Path
 
 from .config import settings_path, settings_stamp, switched_off
-from .discovery import Discovery, Skill, SkillScript, discover, fingerprint
+from .discovery import Discovery, Skill, SkillScript, discover, fingerprint, inside
 
 log = logging.getLogger(__name__)
+
+SHOWN_CHARS = 80  # of a toolPath quoted in an error message
+
+
+class ToolPathError(ValueError):
+    """A toolPath that names no registered script; ``code`` goes into the ToolResult."""
+
+    def __init__(self, message: str, code: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def shown(text: str, limit: int = SHOWN_CHARS) -> str:
+    """``text`` quoted for an error message, cut to ``limit`` characters."""
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}... ({len(text)} characters)"
+
+
+def parse_tool_path(tool_path: str) -> tuple[str, str]:
+    """(skill, script) a toolPath names; raises ToolPathError for anything else."""
+    if tool_path.startswith("/"):
+        raise ToolPathError(f"toolPath {shown(tool_path)} is a file path: a plan names a "
+                            "registered skill's script as skill/script", "tool_path_refused")
+    parts = tool_path.split("/")
+    if "\0" in tool_path or any(p in ("", ".", "..") for p in parts):
+        raise ToolPathError(f"toolPath {shown(tool_path)} has an empty, '.' or '..' part: a "
+                            "plan names a registered skill's script as skill/script",
+                            "tool_path_refused")
+    if len(parts) == 2:
+        return parts[0], parts[1]
+    if len(parts) == 3 and parts[1] == "scripts":
+        return parts[0], parts[2]
+    if len(parts) == 4 and parts[0] == "skills" and parts[2] == "scripts":
+        return parts[1], parts[3]
+    raise ToolPathError(f"toolPath {shown(tool_path)} is not of the form skill/script (or "
+                        "skill/scripts/script)", "tool_path_refused")
 
 
 def builtin_skills_dir() -> Path:
@@ -91,21 +137,26 @@ class SkillRegistry:
                 for s in skill.scripts.values()]
 
     def resolve(self, tool_path: str) -> SkillScript | None:
-        """Find the script a plan's ``toolPath`` names.
-
-        Accepts ``skill/script`` (what planners emit) or a filesystem path to a
-        script inside a known skill folder.
-        """
-        skill_name, _, script_name = tool_path.partition("/")
-        skill = self.skills.get(skill_name)
-        if skill is not None and script_name in skill.scripts:
-            return skill.scripts[script_name]
+        """The script a plan's ``toolPath`` names, or None (see :meth:`lookup`)."""
         try:
-            target = Path(tool_path).resolve()
-        except OSError:
+            return self.lookup(tool_path)
+        except ToolPathError:
             return None
-        for skill in self.skills.values():
-            for script in skill.scripts.values():
-                if script.path.resolve() == target:
-                    return script
-        return None
+
+    def lookup(self, tool_path: str) -> SkillScript:
+        """The registered script a plan's ``toolPath`` names; raises ToolPathError (its
+        message says what is wrong) for a file path, an unknown name, or a script whose
+        file has been made a link out of its skill folder since discovery."""
+        skill_name, script_name = parse_tool_path(tool_path)
+        skill = self.skills.get(skill_name)
+        if skill is None:
+            raise ToolPathError(f"toolPath {shown(tool_path)} names no registered skill",
+                                "unknown_tool")
+        script = skill.scripts.get(script_name)
+        if script is None:
+            raise ToolPathError(f"toolPath {shown(tool_path)}: skill {skill.name!r} has no "
+                                "such script", "unknown_tool")
+        if not inside(script.path, skill.root):
+            raise ToolPathError(f"toolPath {shown(tool_path)}: the script's file is a link to "
+                                f"outside the skill folder {skill.root}", "tool_path_refused")
+        return script
