@@ -109,9 +109,10 @@ def test_the_serve_flags_raise_the_caps(tmp_path):
     assert limits("cpu")["CPU"] == 100_000
 
 
-def test_skills_check_warns_of_what_a_daemon_would_refuse():
-    proc = subprocess.run([str(NARRATORIA), "skills", "check", str(FIXTURES / "greedy-memory"),
-                           "--json"], capture_output=True, text=True, timeout=120)
+def test_skills_check_warns_of_what_a_daemon_would_refuse(tmp_path):
+    skill = install(tmp_path) / "greedy-memory"  # the check runs it: its marker goes there
+    proc = subprocess.run([str(NARRATORIA), "skills", "check", str(skill), "--json"],
+                          capture_output=True, text=True, timeout=120)
     report = json.loads(proc.stdout)
     [skill] = report["skills"]
     warnings = [f["message"] for f in skill["findings"] if f["severity"] == "warning"]
