@@ -159,11 +159,12 @@ def skill_sandbox(data_dir: str | None, skill_roots: list[str],
                   ray_dir: str | None = None,
                   daemon_address: str | None = None) -> sandbox.SandboxPolicy | None:
     """Skills may not open the daemon's data dir, nor its private Ray folder (its session
-    files name the cluster's address); the skill roots and the interpreter stay readable
-    where they are installed inside it (the user's skills live in ``<data>/skills`` by
-    default). Nor the daemon token the daemon leaves beside a socket outside the data dir
-    (``daemon_address``): a skill can connect to the socket, and with the token it would
-    be the device's owner. None without a data dir."""
+    files name the cluster's address), nor Ray's per-user files (``~/.ray``'s auth token,
+    ``/tmp/ray``), nor another process's ``/proc`` folder; the skill roots and the
+    interpreter stay readable where they are installed inside it (the user's skills live
+    in ``<data>/skills`` by default). Nor the daemon token the daemon leaves beside a
+    socket outside the data dir (``daemon_address``): a skill can connect to the socket,
+    and with the token it would be the device's owner. None without a data dir."""
     if not data_dir:
         return None
     if not sandbox.available():
@@ -171,6 +172,6 @@ def skill_sandbox(data_dir: str | None, skill_roots: list[str],
               f"{data_dir}", file=sys.stderr)
     package = Path(sandbox.__file__).resolve().parents[1]  # narratoria.runtime's, .clients'
     readable = [*skill_roots, sys.prefix, sys.base_prefix, str(package)]
-    denied = (str(data_dir), *([ray_dir] if ray_dir else []),
+    denied = (str(data_dir), *([ray_dir] if ray_dir else []), *sandbox.ray_files(),
               *published_token_files(daemon_address))
     return sandbox.SandboxPolicy(denied=denied, readable=tuple(readable))
