@@ -217,6 +217,10 @@ def actor_nodes(actors: dict[str, Any]) -> dict[str, str]:
 
 
 WORKER_NICENESS = 0
+# Ray's GCS keeps every task's events (its error message included) for the dashboard and
+# the state API, up to 100,000 tasks: a daemon polled for every turn's events, or flooded
+# with bad requests, grew by hundreds of MB there. The daemon reads none of it.
+RAY_SYSTEM_CONFIG = {"worker_niceness": WORKER_NICENESS, "task_events_report_interval_ms": 0}
 
 
 def _start_ray(temp_dir: str) -> None:
@@ -229,7 +233,7 @@ def _start_ray(temp_dir: str) -> None:
     # raylet or a client preempted llama.cpp's two threads (daemon narration decoded
     # at ~70 tokens/s against ~90 in a bare process on 2 cores).
     local = {"_temp_dir": temp_dir, "num_cpus": os.cpu_count() or 1,
-             "_system_config": {"worker_niceness": WORKER_NICENESS}}
+             "_system_config": RAY_SYSTEM_CONFIG}
     ray.init(address=address or None, namespace="narratoria", include_dashboard=False,
              logging_level=logging.WARNING, log_to_driver=False, **({} if address else local))
 
