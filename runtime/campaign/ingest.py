@@ -24,10 +24,10 @@ lock): two sessions opening the same new campaign ingest it once.
 
 Bounded steps. Ingestion shares the embedder and the store with every player's
 turn (a turn embeds its query, its lore search and its scene memory). So the new
-chunks go in steps of ``STEP_CHUNKS``: one small embedder call (a forward pass of
-a few texts, well under a second, so a turn's one-text request waits at most
-that long) and one short transaction each; the daemon's store adds a pause
-between steps that leaves the embedder and the CPU free for turns (``STEP_PAUSE``). The size of a file and
+chunks go in steps of ``STEP_CHUNKS``, each one short transaction, embedded in
+calls of ``EMBED_BATCH`` texts (a forward pass well under a second, so a turn's
+one-text request waits at most that long); the daemon's store adds a rest after
+each call that leaves the embedder and the CPU free for turns (``STEP_PAUSE``). The size of a file and
 of a campaign are capped by validation (``discovery.MAX_TEXT_FILE_BYTES``).
 """
 
@@ -43,7 +43,7 @@ from typing import Callable
 import msgspec
 
 from ..grounding import lore_scope
-from ..store import LoreChunk, PersistenceStore, Playthrough
+from ..store import LoreChunk, Pace, PersistenceStore, Playthrough
 from .chunking import Chunk, chunk_file
 from .package import open_campaign
 from .problems import CampaignError
@@ -56,14 +56,16 @@ CHUNKER_VERSION = "2"
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 
-# Chunks embedded and stored per step. Measured on the 2-core machine with ~800-byte
-# chunks: 44 ms a chunk in passes of 4, 43 in passes of 64 (one chunk alone: 105): on a
-# CPU larger passes gain nothing, and a pass of 4 (~0.2 s) is all a turn's embedding
-# request can wait behind.
-STEP_CHUNKS = 4
-# Where the store serves turns too, rest this fraction of each step's own duration after
-# it: ingestion then takes about two thirds of the embedder and the CPU, the rest stays
-# free for turns.
+# Chunks stored per step (one transaction of the staging playthrough).
+STEP_CHUNKS = 64
+# Texts per embedder call. On the 2-core machine the embedder took 20-40 ms a chunk in
+# calls of 4 to 128 alike (a busy machine's noise is larger than the difference), so
+# small calls cost little, and a call of 8 (~0.3 s) is all a turn's one-text embedding
+# request can wait behind; a call of 256, the store's default, took ~10 s.
+EMBED_BATCH = 8
+# Where the store serves turns too, rest this fraction of each embedder call's own
+# duration after it: ingestion then takes about two thirds of the embedder and the CPU,
+# the rest stays free for turns.
 STEP_PAUSE = 0.5
 STAGING = "#ingesting"
 
@@ -194,15 +196,13 @@ def _ingest_checked(root: Path, store: PersistenceStore, report: ValidationRepor
 
 def _store_in_steps(staging: Playthrough, fresh: list[LoreChunk], say: Progress,
                     pause: float) -> None:
-    """Embed and store ``fresh`` in the staging playthrough, STEP_CHUNKS at a time, resting
-    ``pause`` times each step's duration between steps; progress after every step."""
+    """Embed and store ``fresh`` in the staging playthrough, STEP_CHUNKS a transaction,
+    EMBED_BATCH an embedder call, resting ``pause`` times each call's duration after it;
+    progress after every step."""
+    pace = Pace(EMBED_BATCH, pause)
     for start in range(0, len(fresh), STEP_CHUNKS):
-        began = time.monotonic()
-        staging.store_many("lore_chunk", fresh[start:start + STEP_CHUNKS])
-        done = min(start + STEP_CHUNKS, len(fresh))
-        say("embedding", done, len(fresh))
-        if done < len(fresh) and pause > 0:
-            time.sleep((time.monotonic() - began) * pause)
+        staging.store_many("lore_chunk", fresh[start:start + STEP_CHUNKS], pace=pace)
+        say("embedding", min(start + STEP_CHUNKS, len(fresh)), len(fresh))
 
 
 def _record(chunk: Chunk, campaign_id: str, version: str, digest: str) -> LoreChunk:

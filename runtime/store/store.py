@@ -103,6 +103,15 @@ class StoreConfig:
     vector_cache_rows: int = 100_000  # vectors kept in memory for search (~150 MB at 384-d)
 
 
+@dataclass(frozen=True)
+class Pace:
+    """How a background job embeds: ``batch`` texts a call, then a rest of ``rest`` times
+    the call's own duration, so that others' requests reach the embedder in between."""
+
+    batch: int
+    rest: float = 0.0
+
+
 class Hit(msgspec.Struct, frozen=True):
     record: Record
     score: float  # cosine similarity to the query, -1..1
@@ -255,9 +264,16 @@ class PersistenceStore:
                 raise
             cursor.execute("COMMIT")
 
-    def _embed(self, texts: list[str]) -> np.ndarray:
-        size = max(1, self.config.embed_batch_size)
-        parts = [self._embedder.embed_batch(texts[i:i + size]) for i in range(0, len(texts), size)]
+    def _embed(self, texts: list[str], pace: Pace | None = None) -> np.ndarray:
+        """Vectors of ``texts``: embedder calls of ``embed_batch_size`` texts, or of
+        ``pace.batch`` with a rest after each (a background job sharing the embedder)."""
+        size = max(1, pace.batch if pace is not None else self.config.embed_batch_size)
+        parts = []
+        for i in range(0, len(texts), size):
+            began = time.monotonic()
+            parts.append(self._embedder.embed_batch(texts[i:i + size]))
+            if pace is not None and pace.rest > 0 and i + size < len(texts):
+                time.sleep((time.monotonic() - began) * pace.rest)
         vectors = np.vstack(parts) if parts else np.zeros((0, self.dimensions), dtype=np.float32)
         if vectors.shape != (len(texts), self.dimensions):
             raise StoreError(f"embedder {self._embedder.model} returned shape {vectors.shape}, "
@@ -409,13 +425,16 @@ class Playthrough:
         return self._insert(data_type, [record], "store", first=with_write)[0]
 
     def store_many(self, data_type: DataType | str,
-                   records: Sequence[Record | Mapping[str, Any]]) -> list[Record]:
+                   records: Sequence[Record | Mapping[str, Any]], *,
+                   pace: Pace | None = None) -> list[Record]:
         """Persist a batch in one transaction — all of it or, on any error, none of it.
 
         Texts are embedded in batches before the write lock is taken, then the
-        rows go in with one bulk INSERT (``rows.insert_many``).
+        rows go in with one bulk INSERT (``rows.insert_many``). ``pace``: embed in
+        small calls with rests between them (a background job, such as ingestion,
+        that must leave the embedder to others' requests).
         """
-        return self._insert(data_type, list(records), "store_many")
+        return self._insert(data_type, list(records), "store_many", pace=pace)
 
     def replace_many(self, data_type: DataType | str, records: Sequence[Record | Mapping[str, Any]],
                      *, remove: Sequence[str] = (),
@@ -635,7 +654,8 @@ class Playthrough:
 
     def _insert(self, data_type: DataType | str, records: list[Record | Mapping[str, Any]],
                 operation: str,
-                first: Callable[[duckdb.DuckDBPyConnection], None] | None = None) -> list[Record]:
+                first: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
+                pace: Pace | None = None) -> list[Record]:
         spec = _spec(data_type)
         store = self._store
         with store.monitor.measure(operation, spec.data_type.value, self._id) as stat:
@@ -647,7 +667,7 @@ class Playthrough:
             vectors = None
             if spec.text_field is not None:
                 started = time.perf_counter()
-                vectors = store._embed([getattr(r, spec.text_field) for r in owned])
+                vectors = store._embed([getattr(r, spec.text_field) for r in owned], pace)
                 stat.embed_ms = (time.perf_counter() - started) * 1000.0
             if owned or first is not None:
                 try:

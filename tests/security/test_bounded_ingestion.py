@@ -122,7 +122,7 @@ def test_ingestion_stores_new_chunks_in_small_steps_behind_one_swap(tmp_path: Pa
     from narratoria.clients.bench_ingest import generate_campaign
     from narratoria.runtime.campaign.ingest import STEP_CHUNKS, staging_scope
 
-    folder = generate_campaign(tmp_path / "generated", files=12, seed=7)
+    folder = generate_campaign(tmp_path / "generated", files=60, seed=7)
     store = PersistenceStore(tmp_path / "s.duckdb", make_backend(EmbeddingSettings("hash", 32)))
     scope = store.playthrough(lore_scope("bench_generated"))
     first = ingest(folder, store)
