@@ -58,11 +58,12 @@ Progress = Callable[[str, int, int], None]  # (phase, done, total)
 
 # Chunks stored per step (one transaction of the staging playthrough).
 STEP_CHUNKS = 64
-# Texts per embedder call. On the 2-core machine the embedder took 20-40 ms a chunk in
-# calls of 4 to 128 alike (a busy machine's noise is larger than the difference), so
-# small calls cost little, and a call of 8 (~0.3 s) is all a turn's one-text embedding
-# request can wait behind; a call of 256, the store's default, took ~10 s.
-EMBED_BATCH = 8
+# Texts per embedder call. A call of 256 (the store's default) held the embedder ~5-10 s
+# on the 2-core machine, and a turn's one-text request waited behind it: one player's
+# turn took 10 s while another's campaign was ingested. In calls of 4 (~0.1-0.2 s each)
+# the whole ingestion took no longer than in calls of 8 (49 s and 53 s for 715 chunks,
+# busy machine), and a turn waits behind one call at most.
+EMBED_BATCH = 4
 # Where the store serves turns too, rest this fraction of each embedder call's own
 # duration after it: ingestion then takes about two thirds of the embedder and the CPU,
 # the rest stays free for turns.
