@@ -120,9 +120,11 @@ def run(files: int, turns: int, progress: bool = True) -> dict[str, Any]:
             thread = threading.Thread(target=ingest, daemon=True)
             thread.start()
             during: list[float] = []
+            overlapping: list[float] = []  # the last one may end after the ingestion
             i = 0
             while not done.is_set():
                 latency = _turn(client, session, i)
+                overlapping.append(latency)
                 if not done.is_set():  # only turns that ran wholly during the ingestion
                     during.append(latency)
                 i += 1
@@ -136,6 +138,7 @@ def run(files: int, turns: int, progress: bool = True) -> dict[str, Any]:
             "ingestError": outcome.get("error"),
             "baseline": _summary(baseline, baseline_s),
             "duringIngest": _summary(during, outcome.get("seconds")),
+            "longestOverlappingS": round(max(overlapping), 3) if overlapping else None,
             "command": " ".join(["python -m narratoria.clients.bench_ingest_load",
                                  f"--files {files}", f"--turns {turns}"])}
 
