@@ -1,8 +1,15 @@
 """One skill invocation: a script run as an isolated OS process speaking protocol v0.
 
-The script gets its own session (process group), so a timeout, a protocol
-violation or the end of the invocation kills it *and* every child it forked:
-no process outlives its invocation.
+The script gets its own process group, and every process it starts is contained
+(``runtime/containment.py``): in a cgroup of the invocation's own, or under a shim that
+is their subreaper. A timeout, a protocol violation or the end of the invocation kills
+the group, the cgroup and whatever the shim holds: no process outlives its invocation,
+not even one that left the group (``fork(); setsid(); fork()``).
+
+Every script starts through the zygote when there is one (``runtime/zygote.py``: Python
+scripts forked, others exec'd by a child that has confined itself first); otherwise it is
+exec'd here, joining its cgroup between fork and exec, or, where containment needs a
+subreaper, through a one-shot shim (``zygote.spawn_once``).
 """
 
 from __future__ import annotations
@@ -20,10 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
 
+from . import containment as contain
 from . import sandbox
+from .containment import Cell, Containment, default_containment
 from .limits import ResourceLimits, apply_resource_limits
 from .plan import ToolError
-from .zygote import ForkedProcess, Zygote, runs_with_python
+from .zygote import ForkedProcess, SpawnError, Zygote, spawn_once
 if TYPE_CHECKING:
     from .skills.discovery import SkillScript
 
@@ -41,6 +50,9 @@ from .protocol import (
 
 READ_CHUNK = 64 * 1024
 EXIT_DRAIN_S = 2.0
+# How long a shim may take to report its script's exit after the group was killed (it
+# kills what the script left first: a thousand processes take well under a second).
+SHIM_EXIT_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -199,21 +211,29 @@ async def run_script(
     on_event: Callable[[AnyEvent], None] | None = None,
     keep_going: bool = False,
     zygote: Zygote | None = None,
+    containment: Containment | None = None,
 ) -> InvocationOutcome:
     """Run one script to completion and return what it said and how it ended.
 
-    With a ``zygote``, a Python script is forked from it instead of exec'd
-    (``runtime/zygote.py``); the supervision is the same. Never raises for anything
-    the script does; cancellation kills the process group before propagating.
+    With a ``zygote``, the script starts from it (``runtime/zygote.py``); the supervision
+    is the same. ``containment``: the zygote's, else this process's own (``auto``).
+    Never raises for anything the script does; cancellation kills the process group
+    and everything contained with it before propagating.
     """
     outcome = InvocationOutcome()
     started = time.monotonic()
+    if containment is None:
+        containment = zygote.containment if zygote is not None else default_containment()
     with contextlib.ExitStack() as scratch:
         try:
             with contextlib.ExitStack() as leased:  # the ruleset: until the child has it
                 env, ruleset = await _confine(limits.sandbox, env, cwd, scratch, leased)
-                proc, exited = await _start(path, env, cwd, zygote, limits.resources.pairs(),
-                                            ruleset)
+                processes = limits.resources.processes
+                cell = scratch.enter_context(containment.cell(processes))
+                rlimits = (limits.resources.pairs()
+                           + containment.nproc_pairs(processes, cell))
+                proc, exited = await _start(path, env, cwd, zygote, rlimits, ruleset, cell,
+                                            containment)
         except OSError as exc:
             outcome.failure = ToolError(
                 code="spawn_failed",
@@ -222,7 +242,7 @@ async def run_script(
             )
             return outcome
 
-        session = _Session(proc, exited, limits, outcome, started, on_event, keep_going)
+        session = _Session(proc, exited, limits, outcome, started, on_event, keep_going, cell)
         try:
             await session.run(stdin)
         finally:
@@ -270,26 +290,34 @@ class _ExitAwareProtocol(asyncio.subprocess.SubprocessStreamProtocol):
 
 async def _start(path: Path | str, env: dict[str, str] | None, cwd: Path | str | None,
                  zygote: Zygote | None, rlimits: list[tuple[int, int]],
-                 ruleset: int | None = None
+                 ruleset: int | None, cell: Cell | None, containment: Containment
                  ) -> tuple[asyncio.subprocess.Process | ForkedProcess, asyncio.Event]:
-    if zygote is not None and runs_with_python(path):
+    cells = cell.fds if cell is not None else []
+    if zygote is not None:
         try:
-            forked = await zygote.spawn(path, env, cwd, rlimits, ruleset)
+            forked = await zygote.spawn(path, env, cwd, rlimits, ruleset, cells)
             return forked, forked.exited
+        except SpawnError:
+            raise  # refused, or the script cannot start: exec would not do better
         except OSError as exc:
-            # Slower, never wrong: exec the script as if there were no zygote.
-            print(f"zygote unavailable ({exc}); starting {path} by exec", file=sys.stderr)
-    return await _spawn(path, env, cwd, rlimits, ruleset)
+            # Slower, never wrong: start the script as if there were no zygote.
+            print(f"zygote unavailable ({exc}); starting {path} without it", file=sys.stderr)
+    if containment.mode == "subreaper":
+        forked = await spawn_once(path, env, cwd, rlimits, ruleset)
+        return forked, forked.exited
+    return await _spawn(path, env, cwd, rlimits, ruleset, cells)
 
 
 async def _spawn(path: Path | str, env: dict[str, str] | None, cwd: Path | str | None,
-                 rlimits: list[tuple[int, int]] = (), ruleset: int | None = None
-                 ) -> tuple[asyncio.subprocess.Process, asyncio.Event]:
+                 rlimits: list[tuple[int, int]] = (), ruleset: int | None = None,
+                 cells: list[int] = ()) -> tuple[asyncio.subprocess.Process, asyncio.Event]:
     loop = asyncio.get_running_loop()
 
     def confine() -> None:
-        # setrlimit, prctl and landlock_restrict_self only (pre-resolved C calls): no
-        # locks, no allocation worth the name between fork and exec.
+        # An open and a write into the cgroup, setrlimit, prctl, landlock_restrict_self
+        # (pre-resolved C calls): no locks, no allocation worth the name between fork
+        # and exec.
+        contain.join(cells)
         apply_resource_limits(list(rlimits))
         if ruleset is not None:
             sandbox.restrict(ruleset)
@@ -306,7 +334,7 @@ async def _spawn(path: Path | str, env: dict[str, str] | None, cwd: Path | str |
             start_new_session=True,
             env=env,
             cwd=cwd,
-            preexec_fn=confine if rlimits or ruleset is not None else None,
+            preexec_fn=confine if rlimits or ruleset is not None or cells else None,
         )
     except subprocess.SubprocessError as exc:  # preexec_fn failed: the script never ran
         raise OSError(f"cannot confine the script: {exc}") from exc
@@ -320,8 +348,9 @@ class _Session:
                  limits: ProcessLimits,
                  outcome: InvocationOutcome, started: float,
                  on_event: Callable[[AnyEvent], None] | None,
-                 keep_going: bool = False) -> None:
+                 keep_going: bool = False, cell: Cell | None = None) -> None:
         self.proc = proc
+        self.cell = cell
         self.exited = exited
         self.keep_going = keep_going
         self.limits = limits
@@ -367,9 +396,9 @@ class _Session:
             if wait_task.done() and stdout_task.done():
                 return
             if wait_task in finished:
-                # The script exited; children still holding stdout die with the group,
-                # so the pipe reaches EOF and the rest of its output is read.
-                kill_group(proc.pid)
+                # The script exited; children still holding stdout die with the group
+                # and the cell, so the pipe reaches EOF and the rest of its output is read.
+                self._kill()
                 exited_at = time.monotonic()
                 continue
             if not finished:
@@ -459,15 +488,40 @@ class _Session:
         if self.on_event is not None:
             self.on_event(event)
 
-    async def reap(self) -> None:
-        """Kill whatever is left of the group, reap the process, stop the readers."""
+    def _kill(self) -> None:
+        kill_group(self.proc.pid)
+        if self.cell is not None:
+            self.cell.kill()
+
+    async def _settle(self) -> None:
+        """The script's exit, then its cell empty. After SIGKILL to the group the exit is
+        certain and prompt; a shim that does not report it (stopped by its own skill) is
+        killed, which reports it."""
         proc = self.proc
-        kill_group(proc.pid)
         try:
-            # After SIGKILL to the group the exit is certain and prompt.
-            await asyncio.shield(self.exited.wait())
-        except asyncio.CancelledError:
+            await asyncio.wait_for(asyncio.shield(self.exited.wait()), SHIM_EXIT_S)
+        except TimeoutError:
+            if isinstance(proc, ForkedProcess):
+                proc.kill_shim()
             await self.exited.wait()
+        if isinstance(proc, ForkedProcess):
+            await proc.finish()
+        if self.cell is not None:
+            deadline = time.monotonic() + contain.EMPTY_WAIT_S
+            while not self.cell.empty() and time.monotonic() < deadline:
+                self.cell.kill()
+                await asyncio.sleep(0.001)
+
+    async def reap(self) -> None:
+        """Kill whatever is left of the group and the cell, reap the process, stop the
+        readers."""
+        proc = self.proc
+        self._kill()
+        settled = asyncio.ensure_future(self._settle())
+        try:
+            await asyncio.shield(settled)
+        except asyncio.CancelledError:
+            await settled
             raise
         finally:
             self.outcome.exit_code = proc.returncode

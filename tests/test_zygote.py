@@ -143,8 +143,8 @@ def test_a_malformed_request_is_refused_and_the_zygote_keeps_serving(tmp_path, z
     import socket
 
     for payload in (b"\x00\x00\x00\x05{", b"garbage", b"\xff\xff\xff\xff"):
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.connect(zygote.socket_path)
+        sock = zygote.connect()  # the supervisor's own channel: there is no other
+        sock.setblocking(True)
         r, w = os.pipe()
         socket.send_fds(sock, [payload], [r, w, w])  # right fd count, bad body
         os.close(r)
