@@ -56,6 +56,8 @@ class DaemonConfig:
     supervisor_resource: str | None = None
     # The most a SKILL.md or a plan may ask for (runtime/limits.py SkillCaps), by field.
     skill_caps: dict[str, float] = field(default_factory=dict)
+    # How a skill's descendants die with it (runtime/containment.py MODES).
+    skill_containment: str = "auto"
 
 
 def config_from_args(args: argparse.Namespace) -> DaemonConfig:
@@ -76,7 +78,8 @@ def config_from_args(args: argparse.Namespace) -> DaemonConfig:
         planner_resource=getattr(args, "planner_resource", None),
         supervisor_resource=getattr(args, "supervisor_resource", None),
         skill_caps={cap: value for cap, flag in _CAP_FLAGS.items()
-                    if (value := getattr(args, flag, None)) is not None})
+                    if (value := getattr(args, flag, None)) is not None},
+        skill_containment=getattr(args, "skill_containment", None) or "auto")
 
 
 # SkillCaps field -> the serve argument that sets it (--max-skill-memory-mb...).
@@ -314,7 +317,8 @@ async def serve(config: DaemonConfig) -> int:
             store = StoreActor.options(name="store", **here).remote(str(config.data_dir))
             supervisor = SkillSupervisorActor.options(**_supervisor_options(config, here)).remote(
                 roots, config.skill_limit, _skill_target(endpoint), str(config.data_dir),
-                None if joined else temp_dir, caps=config.skill_caps)
+                None if joined else temp_dir, caps=config.skill_caps,
+                containment=config.skill_containment)
             coordinator = CoordinatorActor.options(name="coordinator", **here).remote(
                 str(config.data_dir / "analytics.jsonl"), planner_kind=config.planner,
                 data_dir=str(config.data_dir),

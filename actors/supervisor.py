@@ -17,14 +17,16 @@ import asyncio
 import os
 import secrets
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, AsyncIterator
 
 import ray
 
 from narratoria.runtime.endpoint import ADDRESS_ENV, SKILL_TOKEN_ENV, published_token_files
+from narratoria.runtime.containment import Containment
 from narratoria.runtime.executor import ExecutorConfig, PlanExecutor
-from narratoria.runtime.limits import SkillCaps
+from narratoria.runtime.limits import ResourceLimits, SkillCaps
 from narratoria.runtime.plan import ExecutionResult, Plan, ToolInvocation
 from narratoria.runtime import sandbox
 from narratoria.runtime.process import ProcessLimits, script_env
@@ -39,7 +41,7 @@ from narratoria.runtime.zygote import Zygote
 class SkillSupervisorActor:
     def __init__(self, skill_roots: list[str], limit: int, daemon_address: str,
                  data_dir: str | None = None, ray_dir: str | None = None,
-                 caps: dict[str, float] | None = None) -> None:
+                 caps: dict[str, float] | None = None, containment: str = "auto") -> None:
         self.registry = SkillRegistry([Path(r) for r in skill_roots])
         self.slots = ProcessSlots(limit)
         self.address = daemon_address
@@ -53,9 +55,24 @@ class SkillSupervisorActor:
         self.tokens: dict[str, tuple[str, str | None]] = {}
         self.plans_running = 0
         self._tasks: set[asyncio.Task[ExecutionResult]] = set()
+        # Every descendant of a skill dies with its invocation (runtime/containment.py).
+        self.containment = Containment(containment)
+        print(f"supervisor: {self.containment.summary()}", file=sys.stderr)
+        policy = self.config.limits.sandbox
+        if policy is not None and self.containment.owner_folders:
+            policy = replace(policy, denied=policy.denied + self.containment.owner_folders)
+            self.config = replace(self.config, limits=replace(self.config.limits, sandbox=policy))
         # Python skills fork from a warm interpreter (SC-008); started now so the
-        # first turn does not pay for it, restarted by the executor if it dies.
-        self.zygote = Zygote(script_env(None, "zygote"))
+        # first turn does not pay for it, restarted by the executor if it dies. It
+        # refuses any request below its policy: sandboxed where Landlock is, and never
+        # past the daemon's caps.
+        caps = self.config.caps
+        self.zygote = Zygote(
+            script_env(None, "zygote"), containment=self.containment,
+            sandbox=bool(self.config.limits.sandbox and self.config.limits.sandbox.denied
+                         and sandbox.available() > 0),
+            rlimit_ceiling=ResourceLimits(cpu_s=int(caps.cpu_s), memory_mb=int(caps.memory_mb),
+                                          open_files=int(caps.open_files)).pairs())
         try:
             self.zygote.start()
         except OSError as exc:
@@ -64,7 +81,8 @@ class SkillSupervisorActor:
     def status(self) -> dict[str, Any]:
         return {**self.slots.snapshot(), "pid": os.getpid(), "zygotePid": self.zygote.pid,
                 "plansRunning": self.plans_running,
-                "sandbox": bool(self.config.limits.sandbox) and sandbox.available() > 0}
+                "sandbox": bool(self.config.limits.sandbox) and sandbox.available() > 0,
+                "containment": self.containment.describe()}
 
     def available(self, session_id: str | None = None) -> tuple[SkillScript, ...]:
         self.registry.refresh()
@@ -149,6 +167,7 @@ class SkillSupervisorActor:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self.zygote.close()
+        self.containment.close()
         return len(tasks)
 
     def reset_session(self, session_id: str) -> None:

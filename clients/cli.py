@@ -987,6 +987,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--supervisor-resource", metavar="NAME[=AMOUNT]",
                        help="a custom Ray resource the skill supervisor needs: skill processes "
                             "then run on the node that offers it (see deploy/ray/README.md)")
+    serve.add_argument("--skill-containment", choices=("auto", "cgroup", "subreaper", "off"),
+                       help="how every process a skill starts dies with its invocation: a "
+                            "cgroup per invocation where one is writable, else a subreaper "
+                            "(auto, the default); 'off' keeps the process group alone, for "
+                            "measurements only")
     serve.add_argument("--json", action="store_true")
     serve.set_defaults(func=cmd_serve)
 
