@@ -25,10 +25,12 @@ model). What it reports:
   a session starved by the others shows; ``--flood F --flood-plan PLAN.json`` adds F
   sessions playing a heavy plan over and over while the N clients are measured;
 - leaked processes, which must be 0: after the run the supervisor's live count must
-  drop to 0, and /proc is scanned (when the daemon runs on this machine) for
-  processes left under the supervisor (exec'd skills, the zygote's forks, the zygote
-  itself excepted) or carrying the daemon's skill environment anywhere else
-  (orphaned grandchildren).
+  drop to 0, and /proc is scanned (when the daemon runs on this machine) by ancestry
+  and cgroup, never by environment (a forked child need not carry any marker): the
+  supervisor's descendants (the zygote itself excepted), the members of its skills'
+  cgroups (``runtime/containment.py``) wherever they were reparented, and, for a daemon
+  the loadtest started, every orphan that left the daemon's process tree: the loadtest
+  is the child subreaper of that tree, so orphans are reparented to it, not to init.
 
 Progress goes to stderr; ``--json`` prints one final document.
 """
@@ -44,14 +46,14 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from .bench_turn import PROMPTS, _Daemon, _pct, _say
 
 PHASES = ("plan", "execute", "narrate", "choices", "store", "total")
 STATUS_INTERVAL_S = 0.2
 LEAK_GRACE_S = 5.0
-ZYGOTE_MARK = b"narratoria.runtime.zygote import serve"
+ZYGOTE_MARK = b"narratoria.runtime.zygote import serve; serve()"
 
 
 # -- figures ---------------------------------------------------------------------------
@@ -154,54 +156,64 @@ def _read(pid: int, name: str) -> bytes:
         return b""
 
 
-def leaked_processes(supervisor_pid: int, address_marker: str) -> list[dict[str, Any]]:
-    """Live processes a skill left: descendants of the supervisor (the zygote excepted)
-    and processes anywhere with this daemon's skill environment (an invocation token
-    and NARRATORIA_ADDRESS naming this daemon)."""
+def leaked_processes(supervisor_pid: int, adopter: int | None = None,
+                     keep: Iterable[int] = ()) -> list[dict[str, Any]]:
+    """Live processes skills left, found by ancestry and cgroup: descendants of the
+    supervisor (its zygote excepted, not the zygote's children), members of the
+    supervisor's skill cgroups, and, with ``adopter`` (the child subreaper of the
+    daemon's whole process tree), the adopter's children but ``keep`` (the daemon
+    itself) and their descendants: orphans that left the daemon's tree."""
+    from narratoria.runtime.containment import base_folders, processes_in
+
     table = _proc_table()
     children: dict[int, list[int]] = {}
     for pid, (ppid, _) in table.items():
         children.setdefault(ppid, []).append(pid)
     found: dict[int, str] = {}
-    stack = list(children.get(supervisor_pid, []))
-    while stack:
-        pid = stack.pop()
-        stack.extend(children.get(pid, []))
-        if ZYGOTE_MARK in _read(pid, "cmdline"):
-            continue  # the zygote itself; its forks are its children, still walked
-        if table[pid][1]:
-            found[pid] = "under the supervisor"
-    marker = address_marker.encode()
-    me = os.getpid()
-    for pid, (_, alive) in table.items():
-        if pid in found or pid == me or not alive:
-            continue
-        env = _read(pid, "environ").split(b"\0")
-        if any(e.startswith(b"NARRATORIA_SKILL_TOKEN=") for e in env) and any(
-                e.startswith(b"NARRATORIA_ADDRESS=") and marker in e for e in env):
-            found[pid] = "skill environment"
+
+    def walk(roots: Iterable[int], why: str, skip_zygote: bool = False) -> None:
+        stack = list(roots)
+        while stack:
+            pid = stack.pop()
+            stack.extend(children.get(pid, []))
+            if skip_zygote and table.get(pid, (0,))[0] == supervisor_pid \
+                    and ZYGOTE_MARK in _read(pid, "cmdline"):
+                continue  # the zygote itself; its children are still walked
+            if table.get(pid, (0, False))[1]:
+                found.setdefault(pid, why)
+
+    if supervisor_pid > 0:
+        walk(children.get(supervisor_pid, []), "under the supervisor", skip_zygote=True)
+        members = set().union(*(processes_in(f) for f in base_folders(supervisor_pid)))
+        walk(sorted(members - set(found)), "in a skill cgroup")
+    if adopter is not None:
+        keep = set(keep)
+        walk([p for p in children.get(adopter, []) if p not in keep],
+             "orphan (reparented to the loadtest)")
+    found.pop(os.getpid(), None)
     return [{"pid": pid, "why": why,
              "cmdline": _read(pid, "cmdline").replace(b"\0", b" ").decode(errors="replace")[:200]}
             for pid, why in sorted(found.items())]
 
 
-def _check_leaks(client_factory: Callable[[], Any], grace_s: float) -> dict[str, Any]:
+def _check_leaks(client_factory: Callable[[], Any], grace_s: float,
+                 adopter: int | None = None, keep: Iterable[int] = ()) -> dict[str, Any]:
     """After the run: the supervisor's live count reaches 0, and no process is left."""
     deadline = time.monotonic() + grace_s
+    keep = set(keep)
     with client_factory() as client:
-        address = str(client.endpoint.grpc_target)
         while True:
             st = client.status()
             sup = next((a for a in st.actors if a.name == "supervisor"), None)
             pid = sup.pid if sup is not None else 0
             scan = bool(pid) and Path(f"/proc/{pid}").exists()
-            marker = address.removeprefix("unix://").removeprefix("unix:")
-            procs = leaked_processes(pid, marker) if scan else []
+            procs = leaked_processes(pid, adopter, keep) if scan else []
             if (st.live_skill_processes == 0 and not procs) or time.monotonic() > deadline:
                 break
             time.sleep(0.1)
     return {"count": max(st.live_skill_processes, len(procs)),
-            "statusLive": st.live_skill_processes, "procScan": scan, "processes": procs}
+            "statusLive": st.live_skill_processes, "procScan": scan,
+            "orphanScan": scan and adopter is not None, "processes": procs}
 
 
 # -- the run ---------------------------------------------------------------------------
@@ -266,7 +278,8 @@ def run_loadtest(client_factory: Callable[[], Any], clients: int, turns: int | N
                  status_interval_s: float = STATUS_INTERVAL_S,
                  leak_grace_s: float = LEAK_GRACE_S,
                  flood_plan: dict[str, Any] | str | None = None,
-                 flood_clients: int = 0) -> dict[str, Any]:
+                 flood_clients: int = 0, adopter: int | None = None,
+                 keep: Iterable[int] = ()) -> dict[str, Any]:
     """N clients (threads, each its own channel and session) playing ``turns`` turns each,
     or until ``duration_s`` has passed (whichever comes first when both are given).
 
@@ -275,6 +288,8 @@ def run_loadtest(client_factory: Callable[[], Any], clients: int, turns: int | N
     ``flood_clients`` more sessions play ``flood_plan`` (execute_only) over and over
     while the N measured clients play: the measured figures then show whether their
     turns are starved by the flood (the report's ``flood`` says what it ran).
+    ``adopter``/``keep``: this process is the child subreaper of the daemon's tree (it
+    started the daemon, ``keep``), so the leak scan finds orphans reparented to it.
     """
     if turns is None and duration_s is None:
         raise ValueError("give turns, duration_s or both")
@@ -346,7 +361,7 @@ def run_loadtest(client_factory: Callable[[], Any], clients: int, turns: int | N
         th.join()  # each finishes the turn it is in
     sampler.stop.set()
     sampler.join()
-    leaks = _check_leaks(client_factory, leak_grace_s)
+    leaks = _check_leaks(client_factory, leak_grace_s, adopter, keep)
     with client_factory() as client:
         final = client.status()
     limit = final.skill_process_limit or sampler.limit
@@ -426,7 +441,9 @@ def summary(r: dict[str, Any]) -> list[str]:
         f"(daemon's since start {sk['peakLiveDaemon']}; {'held' if sk['limitHeld'] else 'EXCEEDED'})",
         f"failures {r['failures']['total']} {r['failures']['byCategory'] or ''}".rstrip()
         + f"; fairness ratio {r['fairness']['ratio']}; leaked {r['leaked']['count']}"
-        + ("" if r["leaked"]["procScan"] else " (supervisor count only, no /proc scan)"),
+        + ("" if r["leaked"]["procScan"] else " (supervisor count only, no /proc scan)")
+        + (" (orphans outside the daemon's cgroups unseen: not a daemon it started)"
+           if r["leaked"]["procScan"] and not r["leaked"].get("orphanScan") else ""),
         *([f"flood: {r['flood']['clients']} sessions, {r['flood']['turns']} turns "
            f"({r['flood']['turnsWhileMeasured']} finished while the clients played), "
            f"{r['flood']['invocations']} invocations, turn p50 {r['flood']['turnMs']['p50']} ms, "
@@ -454,6 +471,20 @@ class _ServeDaemon(_Daemon):
             log = (folder / "daemon.log").read_text(errors="replace")[-2000:]
             raise RuntimeError(f"the daemon did not start:\n{log}")
         self.ready = json.loads(line)
+
+
+def _adopt_orphans(progress: bool) -> int | None:
+    """Make this process the child subreaper of the daemon it is about to start, so a
+    process that leaves the daemon's tree is reparented here and the leak scan sees it."""
+    from narratoria.runtime.containment import become_subreaper
+
+    try:
+        become_subreaper()
+        return os.getpid()
+    except OSError as exc:
+        _say(progress, f"note: cannot adopt orphans ({exc}): the leak scan sees the "
+                       "supervisor's tree and cgroups only")
+        return None
 
 
 def _daemon_running(address: str | None) -> bool:
@@ -496,6 +527,9 @@ def add_loadtest_parser(sub: Any) -> None:
                    help="the flood's plan (execute_only), e.g. many parallel tools")
     p.add_argument("--planner", choices=("model", "pattern"),
                    help="the planner of a daemon the loadtest starts (default: the model)")
+    p.add_argument("--skill-containment", choices=("auto", "cgroup", "subreaper", "off"),
+                   help="the skill containment of a daemon the loadtest starts (serve "
+                        "--skill-containment; 'off' shows what the leak scan catches)")
     p.add_argument("--address", metavar="ADDR",
                    help="the daemon to drive (default: NARRATORIA_ADDRESS or the default socket)")
     p.add_argument("--start-daemon", action="store_true",
@@ -538,6 +572,7 @@ def cmd_loadtest(args: argparse.Namespace) -> int:
     progress = not args.json
     daemon = None
     tmp = None
+    adopter: int | None = None
     try:
         address = args.address
         if args.start_daemon or not _daemon_running(address):
@@ -546,13 +581,16 @@ def cmd_loadtest(args: argparse.Namespace) -> int:
                 extra += ["--skill-limit", str(args.skill_concurrency)]
             if args.planner:
                 extra += ["--planner", args.planner]
+            if args.skill_containment:
+                extra += ["--skill-containment", args.skill_containment]
             tmp = tempfile.TemporaryDirectory(prefix="nl-", dir="/tmp")  # a short socket path
             _say(progress, "starting a daemon (" + " ".join(["serve", *extra]) + ")")
+            adopter = _adopt_orphans(progress)
             daemon = _ServeDaemon(Path(tmp.name), extra)
             address = f"unix://{daemon.socket}"
-        elif args.skills_dir or args.planner:
-            _say(progress, "note: --skills-dir/--planner apply only to a daemon the loadtest "
-                           "starts (--start-daemon)")
+        elif args.skills_dir or args.planner or args.skill_containment:
+            _say(progress, "note: --skills-dir/--planner/--skill-containment apply only to a "
+                           "daemon the loadtest starts (--start-daemon)")
 
         def factory() -> NarratoriaClient:
             return NarratoriaClient(address, timeout_s=600)
@@ -569,7 +607,8 @@ def cmd_loadtest(args: argparse.Namespace) -> int:
                        + f", skill limit {limit}")
         report = run_loadtest(factory, args.clients, turns, plan=plan, duration_s=args.duration,
                               progress=progress, skill_concurrency=args.skill_concurrency,
-                              flood_plan=plans["--flood-plan"], flood_clients=args.flood)
+                              flood_plan=plans["--flood-plan"], flood_clients=args.flood,
+                              adopter=adopter, keep=[daemon.proc.pid] if daemon else [])
     except (ClientError, EndpointError, RuntimeError) as exc:
         _err(str(exc))
         return 1

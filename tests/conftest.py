@@ -32,8 +32,16 @@ def process_alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
+# A zygote's forks (the shims, the Python skills and whatever they fork without exec)
+# keep the zygote's command line and environment; only the zygote itself has its name.
+ZYGOTE_CMDLINE = b"narratoria.runtime.zygote import serve"
+ZYGOTE_COMM = b"nr-zygote\n"
+
+
 def fixture_processes() -> list[tuple[int, str]]:
-    """Live processes started from the test skills (their command lines name them)."""
+    """Live processes of this run's skills: exec'd from the test skills (their command
+    lines name them), or forked by a zygote (any skill: the zygote's own command line),
+    with this run's TMPDIR (or a scratch folder in it) in their environment."""
     marker = str(FIXTURE_SKILLS).encode()
     ours = f"TMPDIR={RUN_TMPDIR}".encode()
     found = []
@@ -42,7 +50,9 @@ def fixture_processes() -> list[tuple[int, str]]:
             continue
         try:
             cmdline = (entry / "cmdline").read_bytes()
-            if marker not in cmdline or ours not in (entry / "environ").read_bytes().split(b"\0"):
+            forked = ZYGOTE_CMDLINE in cmdline and (entry / "comm").read_bytes() != ZYGOTE_COMM
+            if not (marker in cmdline or forked) or not any(
+                    e.startswith(ours) for e in (entry / "environ").read_bytes().split(b"\0")):
                 continue
         except OSError:
             continue

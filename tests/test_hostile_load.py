@@ -164,13 +164,13 @@ def test_hostile_skills_under_load_end_every_turn_and_leave_nothing(hostile_daem
             assert not done.fallback and json.loads(done.state_json)[f"k{i}"] == "normal"
 
     # Nothing a skill started survives: the supervisor's count, its descendants (the
-    # zygote excepted) and anything anywhere with a skill environment of this daemon,
-    # and the children whose pids fork-child and hang-with-child wrote down.
+    # zygote excepted) and the members of its skill cgroups, and the children whose pids
+    # fork-child and hang-with-child wrote down.
     deadline = time.monotonic() + 10
     while True:
         with daemon.client() as client:
             live = client.status().live_skill_processes
-        leaked = leaked_processes(supervisor_pid, str(daemon.socket))
+        leaked = leaked_processes(supervisor_pid)
         if (live == 0 and not leaked) or time.monotonic() > deadline:
             break
         time.sleep(0.2)

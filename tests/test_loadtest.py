@@ -87,28 +87,16 @@ def test_the_leak_scan_finds_a_process_under_the_supervisor():
     # A child of this process stands in for a skill left under the supervisor.
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
-        found = {p["pid"]: p for p in leaked_processes(os.getpid(), "unix:/nowhere")}
+        found = {p["pid"]: p for p in leaked_processes(os.getpid())}
         assert found[child.pid]["why"] == "under the supervisor"
         assert "time.sleep(30)" in found[child.pid]["cmdline"]
     finally:
         child.kill()
         child.wait()
     # (The module's daemon is a child of this process too: only the stand-in is checked.)
-    assert child.pid not in {p["pid"] for p in leaked_processes(os.getpid(), "unix:/nowhere")}
-
-    # Anywhere else (an orphan): found by this daemon's skill environment.
-    env = {**os.environ, "NARRATORIA_SKILL_TOKEN": "t", "NARRATORIA_ADDRESS": "unix:///tmp/lt.sock"}
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], env=env)
-    try:
-        for _ in range(50):  # until the child's exec has replaced its environment
-            found = {p["pid"]: p for p in leaked_processes(-1, "/tmp/lt.sock")}
-            if child.pid in found:
-                break
-        assert found[child.pid]["why"] == "skill environment"
-        assert child.pid not in {p["pid"] for p in leaked_processes(-1, "/tmp/other.sock")}
-    finally:
-        child.kill()
-        child.wait()
+    assert child.pid not in {p["pid"] for p in leaked_processes(os.getpid())}
+    # Orphans anywhere else, with no marker at all, are found by ancestry too: see
+    # tests/security/test_containment.py (the loadtest is their subreaper).
 
 
 def test_cli_json_report(limited_daemon, tmp_path):
