@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 
 from narratoria.proto import narratoria_pb2 as pb
 from narratoria.proto import narratoria_pb2_grpc as rpc
+from conftest import HELD
 
 SKILL_TOKEN = "x-narratoria-skill-token"
 BAD_CODES = (grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL)
@@ -201,6 +202,7 @@ import json, os, sys, time
 from pathlib import Path
 here = Path(__file__).resolve().parent
 sys.stdin.read()
+(here / "pids").write_text(f"{{os.getpid()}} {{os.getppid()}}")  # itself and its shim
 (here / "token.tmp").write_text(os.environ.get("NARRATORIA_SKILL_TOKEN", ""))
 os.replace(here / "token.tmp", here / "token")
 deadline = time.monotonic() + 280
@@ -224,9 +226,12 @@ print(json.dumps({{"version": "0", "type": "done", "ok": True}}), flush=True)
         time.sleep(0.05)
     token = (folder / "token").read_text()
     assert token
+    held = {int(pid) for pid in (folder / "pids").read_text().split()}
+    HELD.update(held)  # alive across this module's tests on purpose: no leak
     yield token
     (folder / "release").write_text("")
     turn.join(60)
+    HELD.difference_update(held)
     assert not turn.is_alive()
     finished = [e.tool_finished for e in events if e.WhichOneof("event") == "tool_finished"]
     assert finished and finished[0].ok, events
