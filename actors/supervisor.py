@@ -67,12 +67,20 @@ class SkillSupervisorActor:
         # refuses any request below its policy: sandboxed where Landlock is, and never
         # past the daemon's caps.
         caps = self.config.caps
+        ceiling = ResourceLimits(cpu_s=int(caps.cpu_s), memory_mb=int(caps.memory_mb),
+                                 open_files=int(caps.open_files))
+        # A cap lowered below a default lowers the default too (else the zygote would
+        # refuse every skill that declares no limits of its own).
+        base = self.config.limits.resources
+        base = replace(base, **{f: min(v, getattr(ceiling, f))
+                                for f in ("cpu_s", "memory_mb", "open_files")
+                                if (v := getattr(base, f)) is not None})
+        self.config = replace(self.config, limits=replace(self.config.limits, resources=base))
         self.zygote = Zygote(
             script_env(None, "zygote"), containment=self.containment,
             sandbox=bool(self.config.limits.sandbox and self.config.limits.sandbox.denied
                          and sandbox.available() > 0),
-            rlimit_ceiling=ResourceLimits(cpu_s=int(caps.cpu_s), memory_mb=int(caps.memory_mb),
-                                          open_files=int(caps.open_files)).pairs())
+            rlimit_ceiling=ceiling.pairs())
         try:
             self.zygote.start()
         except OSError as exc:

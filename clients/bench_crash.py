@@ -51,7 +51,7 @@ START_TIMEOUT_S = 180.0
 SURVIVOR_GRACE_S = 5.0
 RESUME_PER_CYCLE = 3
 SKILL = "crashwrite"
-ZYGOTE_MARK = "narratoria-zygote-"
+ZYGOTE_MARK = "narratoria.runtime.zygote import serve"  # the zygote and its forks
 RAY_DIR = re.compile(r"/tmp/nr-ray-[A-Za-z0-9_]+")
 
 WRITE_SCRIPT = """#!/usr/bin/env python3

@@ -60,6 +60,7 @@ MODES = ("auto", "cgroup", "subreaper", "off")
 PREFIX = "narratoria-skills-"
 _BASE_NAME = re.compile(re.escape(PREFIX) + r"(\d+)(?:-\d+)?$")
 EMPTY_WAIT_S = 2.0  # SIGKILLed members are gone within milliseconds; D state can take longer
+TASK_COUNT_TTL_S = 1.0
 
 _PR_SET_PDEATHSIG, _PR_SET_DUMPABLE, _PR_SET_NAME, _PR_SET_CHILD_SUBREAPER = 1, 4, 15, 36
 try:
@@ -371,6 +372,7 @@ class Containment:
         self._live: set[Cell] = set()
         self._dirty: list[Cell] = []
         self._closed = False
+        self._tasks = (-TASK_COUNT_TTL_S - 1.0, 0)  # (when, the user's task count then)
         if mode in ("auto", "cgroup"):
             sweep()
             self.hierarchies, self.reason = _set_up(os.getpid())
@@ -459,7 +461,12 @@ class Containment:
         """The RLIMIT_NPROC fallback of a process limit no ``pids.max`` enforces."""
         if processes is None or (cell is not None and cell.counts):
             return []
-        return [(resource.RLIMIT_NPROC, user_tasks() + max(1, processes))]
+        now = time.monotonic()
+        # Counting walks /proc (milliseconds): once a second is close enough for a
+        # limit that is approximate anyway.
+        if now - self._tasks[0] > TASK_COUNT_TTL_S:
+            self._tasks = (now, user_tasks())
+        return [(resource.RLIMIT_NPROC, self._tasks[1] + max(1, processes))]
 
     def _keep(self, cell: Cell) -> None:
         with self._lock:

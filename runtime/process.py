@@ -248,6 +248,10 @@ async def run_script(
         finally:
             await session.reap()
             outcome.duration_s = time.monotonic() - started
+        if isinstance(proc, ForkedProcess) and proc.spawn_error is not None:
+            outcome.failure = ToolError(code="spawn_failed",
+                                        message=f"cannot start {path}: {proc.spawn_error}",
+                                        category="process_error")
     return outcome
 
 

@@ -22,9 +22,10 @@ cgroup folders the child joins (``runtime/containment.py``). The zygote checks i
 the policy it was started with (:class:`ZygotePolicy`): no request may turn the sandbox
 off, leave out or raise a resource limit past its ceiling, or leave out its cgroup; the
 process group is not the request's to choose. It answers ``{"error": why}`` or, from the
-invocation's shim, ``{"pid": N, "shim": M}`` once the script is about to run (an exec that
-failed is an error, as for ``subprocess``) and ``{"exit": code}`` (negative: the signal)
-once the script has exited *and* every process it left has been killed.
+invocation's shim, ``{"pid": N, "shim": M}`` at once and then ``{"exit": code}``
+(negative: the signal) once the script has exited *and* every process it left has been
+killed, or ``{"error": why}`` when it never started (an exec that failed, a confinement
+the kernel refused: a spawn error, as ``subprocess`` raises one).
 
 Per invocation the zygote forks a shim, the parent of the script, a child subreaper:
 orphans the script leaves (``fork(); setsid(); fork()``) are reparented to it, and once
@@ -362,17 +363,15 @@ def _shim(request: dict, conn: socket.socket, fds: list[int], policy: ZygotePoli
         for fd in fds[:len(fds) - len(cells)]:
             os.close(fd)
         conn.settimeout(None)
-        failure = _read_all(status_r)
-        if failure:
-            _kill_group(pid)
-            conn.sendall(_line({"error": _short(failure.decode(errors="replace"))}))
-            _wait_script(pid, conn, wake_r, terminate)
-        else:
-            conn.sendall(_line({"pid": pid, "shim": os.getpid()}))
-            code = _wait_script(pid, conn, wake_r, terminate)
-            _clean_up(cells, policy)
-            with contextlib.suppress(OSError):  # gone: the supervisor stopped listening
-                conn.sendall(_line({"exit": code}))
+        # At once: the script sets itself up meanwhile (a failure comes as the end).
+        conn.sendall(_line({"pid": pid, "shim": os.getpid()}))
+        failure: list[bytes] = []
+        code = _wait_script(pid, conn, wake_r, terminate, status_r, failure)
+        _clean_up(cells, policy)
+        end = ({"error": _short(b"".join(failure).decode(errors="replace"))} if failure
+               else {"exit": code})
+        with contextlib.suppress(OSError):  # gone: the supervisor stopped listening
+            conn.sendall(_line(end))
     except BaseException:  # noqa: BLE001 - the shim must end, whatever happened
         import traceback
         traceback.print_exc()
@@ -380,25 +379,20 @@ def _shim(request: dict, conn: socket.socket, fds: list[int], policy: ZygotePoli
         os._exit(0)
 
 
-def _read_all(fd: int) -> bytes:
-    data = b""
-    while chunk := os.read(fd, READ_CHUNK):
-        data += chunk
-    os.close(fd)
-    return data
-
-
 def _kill_group(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
 
 
-def _wait_script(pid: int, conn: socket.socket, wake_r: int, terminate: list[bool]) -> int:
-    """The script's exit code. Its group is killed when the connection closes or the
-    shim is told to end; orphans that end meanwhile are reaped on the way."""
+def _wait_script(pid: int, conn: socket.socket, wake_r: int, terminate: list[bool],
+                 status_r: int, failure: list[bytes]) -> int:
+    """The script's exit code; what it wrote on ``status_r`` before it could start goes
+    to ``failure``. Its group is killed when the connection closes or the shim is told
+    to end; orphans that end meanwhile are reaped on the way."""
     selector = selectors.DefaultSelector()
     selector.register(conn, selectors.EVENT_READ, "conn")
     selector.register(wake_r, selectors.EVENT_READ, "wake")
+    selector.register(status_r, selectors.EVENT_READ, "status")
     while True:
         while True:
             try:
@@ -420,6 +414,12 @@ def _wait_script(pid: int, conn: socket.socket, wake_r: int, terminate: list[boo
                 if not data:  # the supervisor is gone or gave up on the script
                     selector.unregister(conn)
                     terminate.append(True)
+            elif key.data == "status":
+                chunk = os.read(status_r, READ_CHUNK)
+                if chunk:
+                    failure.append(chunk)
+                else:  # started (closed before the script ran, or on exec)
+                    selector.unregister(status_r)
             else:
                 with contextlib.suppress(BlockingIOError):
                     os.read(wake_r, READ_CHUNK)
@@ -553,6 +553,7 @@ class ForkedProcess:
     control: asyncio.StreamWriter | None = None
     watcher: asyncio.Task[None] | None = None
     helper: asyncio.subprocess.Process | None = None  # a one-shot shim's process
+    spawn_error: str | None = None  # why the script never started, if it did not
 
     def close_pipes(self) -> None:
         for transport in self._transports:
@@ -784,7 +785,12 @@ async def _watch_exit(reader: asyncio.StreamReader, proc: ForkedProcess) -> None
     try:
         line = await reader.readline()
         if line:
-            proc.returncode = int(json.loads(line).get("exit", -signal.SIGKILL))
+            end = json.loads(line)
+            if "error" in end:
+                proc.spawn_error = str(end["error"])[:MAX_ERROR_CHARS]
+                proc.returncode = 127
+            else:
+                proc.returncode = int(end.get("exit", -signal.SIGKILL))
     except (OSError, ValueError):
         pass
     finally:

@@ -46,7 +46,8 @@ def run_tool(daemon: Daemon, tool_path: str, payload: dict) -> tuple[bool, list[
     with daemon.client() as client:
         sid = client.create_session(title="zygote hunt").id
         events = list(client.turn(sid, plan_json=json.dumps(plan), execute_only=True))
-    [finished] = [e.tool_finished for e in events if e.WhichOneof("event") == "tool_finished"]
+    # The first: a failed tool is followed by the replan's.
+    finished = next(e.tool_finished for e in events if e.WhichOneof("event") == "tool_finished")
     docs = [json.loads(e.tool_event.event_json) for e in events
             if e.WhichOneof("event") == "tool_event"]
     return finished.ok, docs
