@@ -32,6 +32,7 @@ from typing import Any
 import duckdb
 import msgspec
 
+from .bounded import depth_of
 from .db import Migration, migrate
 from .state import SessionState, StatRange
 from .state.caps import StateCapError
@@ -198,6 +199,8 @@ class SessionStore:
         state = state or SessionState()
         if state.size() > state.caps.state_bytes:
             raise StateCapError("state", state.size(), state.caps.state_bytes, "initial session state")
+        if (depth := depth_of(state.tree, state.caps.depth)) > state.caps.depth:
+            raise StateCapError("depth", depth, state.caps.depth, "initial session state nesting")
         tree, stats = _tree_json(state), json.dumps(stats_json(state))
         with self._lock, self._transaction():
             self._con.execute(

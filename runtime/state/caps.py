@@ -57,9 +57,10 @@ class StateCapError(ValueError):
 
     def __init__(self, cap: str, size: int, limit: int, what: str) -> None:
         self.cap, self.size, self.limit, self.what = cap, size, limit, what
-        unit = "levels" if cap == "depth" else "bytes"
-        over = "" if cap == "depth" else f", {size - limit} over"
-        super().__init__(f"{what}: {size} {unit}; the {cap} cap is {limit}{over}")
+        if cap == "depth":  # depth is counted only until it passes the cap
+            super().__init__(f"{what}: more than {limit} levels deep; the depth cap is {limit}")
+        else:
+            super().__init__(f"{what}: {size} bytes; the {cap} cap is {limit}, {size - limit} over")
 
     def __reduce__(self) -> tuple:
         return (type(self), (self.cap, self.size, self.limit, self.what))
