@@ -246,7 +246,8 @@ async def serve(config: DaemonConfig) -> int:
     import ray
 
     from narratoria.proto import narratoria_pb2_grpc as rpc
-    from narratoria.runtime.endpoint import ensure_token, publish_token, remove_token_beside
+    from narratoria.runtime.endpoint import TOKEN_ENV, ensure_token, publish_token, remove_token_beside
+    from narratoria.runtime.identity import CLIENT_TOKEN_ENV
     from narratoria.runtime.files import PRIVATE_UMASK, make_private
     from narratoria.runtime.planner.model import check_model_file, default_model_path
 
@@ -262,6 +263,11 @@ async def serve(config: DaemonConfig) -> int:
     from .supervisor import SkillSupervisorActor
 
     started = time.monotonic()
+    # A front-end's tokens in the shell that started the daemon are not the daemon's to
+    # keep: its workers resolve skill settings from their environment (``${VAR}``,
+    # ``x-env-var``), and a skill may name these.
+    for name in (TOKEN_ENV, CLIENT_TOKEN_ENV):
+        os.environ.pop(name, None)
     endpoint = _endpoint(config)
     roots = _skill_roots(config)
     model_path = Path(config.model) if config.model else default_model_path()

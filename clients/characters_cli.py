@@ -6,6 +6,9 @@ directory (``NARRATORIA_DATA_DIR``, else ``$XDG_DATA_HOME/narratoria``). With
 the spec's schema) plus ``portrait_file``, the portrait's absolute path.
 Exit status: 0 done, 1 no such character, 2 refused input (the message names
 the field: ``description``, ``portrait``, ``import``…).
+
+The data dir's owner runs these, so they see every identity's characters: one a
+client identity made through the daemon (``owner`` ``client:NAME``) is marked so.
 """
 
 from __future__ import annotations
@@ -44,9 +47,13 @@ def _preview(text: str) -> str:
 
 
 def _badge(character: FreshCharacter) -> str:
-    if not character.realizations:
-        return "fresh"
-    return "used in: " + ", ".join(r.campaign_title for r in character.realizations)
+    from narratoria.runtime.characters.store import owner_of
+    from narratoria.runtime.identity import LOCAL_OWNER
+
+    badge = ("fresh" if not character.realizations else
+             "used in: " + ", ".join(r.campaign_title for r in character.realizations))
+    owner = owner_of(character)
+    return badge if owner == LOCAL_OWNER else f"{badge}; {owner}'s"
 
 
 def _description(args: argparse.Namespace) -> str | None:

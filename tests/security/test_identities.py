@@ -16,8 +16,10 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import grpc
@@ -36,9 +38,28 @@ NARRATORIA = Path(sys.executable).parent / "narratoria"
 DESCRIPTION = "A lighthouse keeper's daughter who reads the tides like a book."
 
 
+# The daemon token as a user might have it in the shell that starts the daemon (to reach
+# a TCP daemon, say): the daemon must not pass it on to skills that ask for it.
+SHELL_TOKEN = "the-daemon-token-as-exported-in-the-users-shell"
+
+
 @pytest.fixture(scope="module")
-def daemon(config_dir):
-    d = Daemon("--planner", "pattern", "--skills-dir", str(FIXTURES))
+def daemon(config_dir, tmp_path_factory):
+    skills = tmp_path_factory.mktemp("skills")
+    shutil.copytree(FIXTURES / "intruder", skills / "intruder")  # it writes its folder
+    folder = Path(tempfile.mkdtemp(prefix="nd-", dir="/tmp"))
+    (folder / "data").mkdir(mode=0o700)
+    (folder / "data" / TOKEN_NAME).write_text(SHELL_TOKEN + "\n")
+    (folder / "data" / TOKEN_NAME).chmod(0o600)
+    saved = os.environ.get("NARRATORIA_TOKEN")
+    os.environ["NARRATORIA_TOKEN"] = SHELL_TOKEN  # inherited by the daemon only
+    try:
+        d = Daemon("--planner", "pattern", "--skills-dir", str(skills), folder=folder)
+    finally:
+        if saved is None:
+            del os.environ["NARRATORIA_TOKEN"]
+        else:
+            os.environ["NARRATORIA_TOKEN"] = saved
     yield d
     assert d.stop() == 0
 
@@ -160,18 +181,22 @@ def test_a_skill_cannot_act_as_a_front_end_nor_find_the_daemon_token(daemon, ide
         list(owner.turn(victim.id, text="I light the lamp"))
         before = owner.get_state(victim.id)
     token_files = [str(daemon.socket.parent / TOKEN_NAME), str(daemon.dir / "data" / TOKEN_NAME)]
+    probe = {"toolPath": "intruder/probe", "input": {"victim": victim.id, "tokenFiles": token_files}}
+    # Twice: the second invocation runs with the settings the first one wrote.
     plan = {"requestId": "intruder", "narrative": "Someone tries the doors.",
-            "tools": [{"toolId": "probe", "toolPath": "intruder/probe",
-                       "input": {"victim": victim.id, "tokenFiles": token_files}}]}
+            "tools": [{"toolId": "probe", **probe},
+                      {"toolId": "again", **probe, "dependencies": ["probe"]}]}
     with as_client(daemon, identities["bob"]) as bob:
         sid = bob.create_session(title="bob's").id
         events = list(bob.turn(sid, plan_json=json.dumps(plan), execute_only=True))
     reports = [json.loads(e.tool_event.event_json)["fields"] for e in events
                if e.WhichOneof("event") == "tool_event"
                and "intruder-report" in e.tool_event.event_json]
-    assert reports, [e.WhichOneof("event") for e in events]
-    report = reports[0]
-    assert report["calls"] and set(report["calls"].values()) == {"UNAUTHENTICATED"}, report
+    assert len(reports) == 2, [e.WhichOneof("event") for e in events]
+    for report in reports:
+        assert report["calls"] and set(report["calls"].values()) == {"UNAUTHENTICATED"}, report
+    assert not [k for r in reports for k in r["reads"] if k.startswith("settings: ")], reports
+    report = reports[1]
     # (It may find other daemons' token files under /tmp: they open no door here, as the
     # calls above show; the sandbox keeps this daemon's own two out.)
     for path in token_files:
@@ -207,6 +232,10 @@ def test_characters_belong_to_their_creator(daemon, identities):
         assert alice.get_character_portrait(made.id).data
         record = json.loads((daemon.dir / "data" / "characters" / f"{made.id}.json").read_text())
         assert record["owner"] == "client:alice"
+        # The data dir's owner, at the local CLI, sees it marked as alice's.
+        listed = narratoria(daemon, "characters", "list")
+        assert any(made.id in line and "client:alice's" in line
+                   for line in listed.stdout.splitlines()), listed.stdout
         assert alice.delete_character(made.id).id == made.id
 
 
