@@ -3,6 +3,13 @@
 Handlers only translate: proto in, an actor call, proto out. Errors raised in an
 actor arrive as exceptions of their own class (Ray re-raises the cause), and map
 onto status codes with the actor's message, which names what was wrong.
+
+Invariants, before any handler runs: a request with a field over its cap
+(``runtime/field_caps.py``) is refused INVALID_ARGUMENT naming the field and its size;
+a call to the front-end service carries an identity (IdentityInterceptor: the daemon
+token, the device's owner, or a registered client token), on every endpoint. The
+Store and Model services take only a live skill token. Error messages sent back are
+bounded (``bounded``): none carries a caller's megabytes back.
 """
 
 from __future__ import annotations
