@@ -33,7 +33,7 @@ from typing import Any
 import yaml
 
 __all__ = ["JsonLimitError", "MAX_ALIASES", "MAX_ALIAS_NODES", "MAX_DEPTH", "YamlLimitError",
-           "compose_yaml", "depth_of", "load_json", "load_yaml", "shown"]
+           "compose_yaml", "depth_of", "load_json", "load_yaml", "load_yaml_node", "shown"]
 
 # The built-in campaigns and skills use no alias at all and nest at most 6 levels; a
 # merge key per item (`<<: *defaults`) in a large items file stays far below these.
