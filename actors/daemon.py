@@ -48,6 +48,7 @@ class DaemonConfig:
     json_output: bool = False
     planner: str = "model"
     threads: int | None = None  # the model's CPU threads (None: every core)
+    seed: int | None = None  # the model's sampling seed (None: the planner's default)
     planner_replicas: int = 1
     # A custom Ray resource each planner replica needs ("NAME" or "NAME=AMOUNT"):
     # replicas go only to nodes started with `ray start --resources '{"NAME": ...}'`.
@@ -74,6 +75,7 @@ def config_from_args(args: argparse.Namespace) -> DaemonConfig:
         json_output=bool(getattr(args, "json", False)),
         planner=getattr(args, "planner", None) or "model",
         threads=getattr(args, "threads", None),
+        seed=getattr(args, "seed", None),
         planner_replicas=int(getattr(args, "planner_replicas", None) or 1),
         planner_resource=getattr(args, "planner_resource", None),
         supervisor_resource=getattr(args, "supervisor_resource", None),
@@ -318,7 +320,8 @@ async def serve(config: DaemonConfig) -> int:
         try:
             embedder = EmbedderActor.options(name="embedder", **here).remote(
                 config.embedding_backend)
-            planners = {o["name"]: PlannerActor.options(**o).remote(str(model_path), config.threads)
+            planners = {o["name"]: PlannerActor.options(**o).remote(str(model_path), config.threads,
+                                                                  seed=config.seed)
                         for o in planner_opts}
             store = StoreActor.options(name="store", **here).remote(str(config.data_dir))
             supervisor = SkillSupervisorActor.options(**_supervisor_options(config, here)).remote(

@@ -33,8 +33,9 @@ STREAM_FLUSH_S = 0.05  # narration reaches clients at most 20 times a second
 @ray.remote(num_cpus=0, max_restarts=-1, max_concurrency=64)
 class PlannerActor:
     def __init__(self, model_path: str | None = None, n_threads: int | None = None,
-                 embedder_name: str = "embedder") -> None:
-        self.planner = ModelPlanner(Path(model_path) if model_path else None, n_threads=n_threads)
+                 embedder_name: str = "embedder", seed: int | None = None) -> None:
+        self.planner = ModelPlanner(Path(model_path) if model_path else None, n_threads=n_threads,
+                                    **({"seed": seed} if seed is not None else {}))
         self._embedder_name = embedder_name
         self._routed: RoutedPlanner | None = None
 

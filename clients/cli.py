@@ -959,6 +959,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_skill_dirs(serve)
     serve.add_argument("--threads", type=_positive_int, metavar="N",
                        help="CPU threads for the model (default: every core)")
+    serve.add_argument("--seed", type=int, metavar="N",
+                       help="the model's sampling seed (default 42; `eval narration --seed`)")
     serve.add_argument("--skill-limit", type=int, metavar="N",
                        help="max concurrent skill processes")
     serve.add_argument("--max-skill-memory-mb", type=_positive_int, metavar="MB",
@@ -1170,6 +1172,9 @@ def build_parser() -> argparse.ArgumentParser:
     ep.add_argument("--json", action="store_true", help="print only the report as JSON")
     ep.add_argument("--write", metavar="FILE", help="append the report to FILE (BENCHMARKS.md)")
     ep.set_defaults(func=cmd_eval_planner)
+    from .eval_narration import add_eval_narration_parser  # `eval narration`, its own module
+
+    add_eval_narration_parser(eval_sub)
     return parser
 
 

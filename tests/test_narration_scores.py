@@ -307,3 +307,12 @@ def test_summary_rates_are_over_what_they_say(long_ebb: CampaignFacts) -> None:
     assert (m["off_topic"]["count"], m["off_topic"]["over"]) == (1, 2)
     assert summary["latency"]["p50S"] in (2.0, 4.0) and summary["latency"]["n"] == 2
     assert m["unsafe"]["rate"] == 0.0 and m["meta_talk"]["worst"] == []
+
+
+def test_a_character_may_say_you_decide() -> None:
+    assert ns.speaks_for_player("\"You decide, keeper,\" Orla says, watching the door.") == []
+
+
+def test_nouns_that_also_describe_are_not_dangling() -> None:
+    assert ns.broken_choices(["Walk to the light", "Take the stone", "Ring the old bell"]) == []
+    assert "adverb" in ns.choice_problems("Hide from the already")[0]

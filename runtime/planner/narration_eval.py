@@ -278,7 +278,7 @@ def campaign_facts(folder: Path) -> CampaignFacts:
 
     campaign = load_campaign(folder)
     fields = campaign.manifest.fields
-    extra = _frontmatter_fields(folder, discover(folder))
+    extra = _frontmatter_fields(discover(folder))
     entities: dict[str, dict[str, Any]] = {}
     for entity in campaign.graph.entities.values():
         more = extra.get(entity.id, {})
@@ -300,9 +300,10 @@ def campaign_facts(folder: Path) -> CampaignFacts:
                          tuple(entities[k] for k in sorted(entities)))
 
 
-def _frontmatter_fields(folder: Path, files: Iterable[Any]) -> dict[str, dict[str, Any]]:
+def _frontmatter_fields(files: Iterable[Any]) -> dict[str, dict[str, Any]]:
     """entity id -> the frontmatter fields scoring reads (kind, content_type, aliases)."""
     from ..campaign.frontmatter import read_metadata
+    from ..campaign.problems import CampaignError
 
     out: dict[str, dict[str, Any]] = {}
     for f in files:
@@ -310,8 +311,8 @@ def _frontmatter_fields(folder: Path, files: Iterable[Any]) -> dict[str, dict[st
             continue
         try:
             meta = read_metadata(f.relative, f.path.read_text("utf-8"))
-        except Exception:  # noqa: BLE001 - validation reports a bad file; scoring skips it
-            continue
+        except (CampaignError, OSError, UnicodeDecodeError):
+            continue  # validation reports a bad file; scoring leaves it out
         fm = meta.frontmatter or {}
         aliases = fm.get("aliases")
         out[meta.entity_id] = {"kind": fm.get("kind"), "content_type": fm.get("content_type"),
@@ -579,8 +580,9 @@ def targets_met(summary: Mapping[str, Any]) -> dict[str, bool | None]:
     return out
 
 
-def format_report(doc: Mapping[str, Any]) -> list[str]:
-    """The report's lines for a terminal or BENCHMARKS.md."""
+def format_report(doc: Mapping[str, Any], examples: bool = False) -> list[str]:
+    """The report's lines for a terminal or BENCHMARKS.md; ``examples``: each metric's
+    worst turn under it."""
     s = doc["summary"]
     m = s["metrics"]
 
@@ -597,6 +599,9 @@ def format_report(doc: Mapping[str, Any]) -> list[str]:
         metric = m[name]
         lines.append(f"  {name:<22} {pct(name):>8}  ({metric['count']}/{metric['over']} "
                      f"{metric['unit']})")
+        if examples and metric["worst"]:
+            worst = metric["worst"][0]
+            lines.append(f"      e.g. turn {worst['turn']} ({worst['action']}): {worst['why']}")
     met = doc.get("targets") or {}
     if met:
         lines.append("targets (issue 20): " + ", ".join(

@@ -45,6 +45,7 @@ OFF_TOPIC_SIMILARITY = 0.30
 OFF_TOPIC_SHARED_WORDS = 1       # at most this many shared content words and ...
 NEAR_MISS_RATIO = 0.75           # difflib ratio of a misspelt name to the real one
 NEAR_MISS_MIN_LENGTH = 4         # shorter names ("Wick") are compared exactly only
+STRICT_RATIO = 0.85              # a player's typo names an entity only this close
 REPEAT_MIN_WORDS = 5             # a shorter sentence ("You wait.") may recur honestly
 REPEAT_RATIO = 0.85              # word-sequence similarity of a repeated sentence
 EXCERPT_CHARS = 160
@@ -185,7 +186,7 @@ _YOU_DECIDE = re.compile(rf"\byou (?:finally |quickly |firmly )?(?P<verb>{_decid
                          re.IGNORECASE)
 # Thoughts and intentions the player never stated.
 _YOU_INTEND = re.compile(
-    r"\byou(?:'re| are) (?P<verb>planning|determined|going|resolved|intending) to\b|"
+    r"\byou(?:'re| are) (?P<verb>planning|determined|resolved|intending) to\b|"
     r"\byou (?P<verb2>think to yourself|tell yourself|realise that you must|realize that you must|"
     r"know (?:that )?you must|intend to|plan to|want to help|wish to)\b", re.IGNORECASE)
 
@@ -203,10 +204,11 @@ def speaks_for_player(text: str, action: str = "") -> list[Hit]:
     to``, ``you agree``. A verb the player's own action used is theirs to have
     narrated ("I promise Tamsin…" → "You promise Tamsin…" is fine)."""
     own = {_stem(w) for w in _words(action)}
+    bare = outside_quotes(text)  # "You decide, keeper," Orla says: her words, not yours
     hits: list[Hit] = []
-    for rule, pattern in (("says", _YOU_SAY), ("says", _QUOTE_YOU_SAY),
-                          ("decides", _YOU_DECIDE), ("intends", _YOU_INTEND)):
-        for m in pattern.finditer(text):
+    for rule, pattern, where in (("says", _YOU_SAY, text), ("says", _QUOTE_YOU_SAY, text),
+                                 ("decides", _YOU_DECIDE, bare), ("intends", _YOU_INTEND, bare)):
+        for m in pattern.finditer(where):
             verb = next((v for v in m.groups() if v), "")
             if verb and _stem(verb)[:4] in {o[:4] for o in own if len(o) >= 3}:
                 continue
@@ -322,9 +324,11 @@ class EntityLexicon:
                 found.append(Mention(entity.id, m.group(0), m.start(), m.end()))
         return sorted(found, key=lambda m: m.start)
 
-    def near_misses(self, text: str, only: Iterable[str] | None = None) -> list[Mention]:
+    def near_misses(self, text: str, only: Iterable[str] | None = None,
+                    strict: bool = False) -> list[Mention]:
         """Capitalised words of ``text`` that look like a name of the campaign but are
-        not spelled as it is ("Odiel", "Leira"): each with the entity it garbles."""
+        not spelled as it is ("Odiel", "Leira"): each with the entity it garbles.
+        ``strict``: close overall only (a player's typo, "Odille"), no two-edit rule."""
         wanted = set(only) if only is not None else None
         spans = [(m.start, m.end) for m in self.find(text)]
         words = self._name_words(wanted)
@@ -334,12 +338,13 @@ class EntityLexicon:
             word = re.sub(r"(?:['’]s?|-)$", "", m.group(0))
             lowered = word.lower()
             if any(s <= m.start() < e for s, e in spans) or len(word) < NEAR_MISS_MIN_LENGTH \
-                    or lowered in known or (lowered.endswith("s") and lowered[:-1] in known):
-                continue  # spelled right (a plural or a possessive without its apostrophe too)
+                    or lowered in known or (lowered.endswith("s") and lowered[:-1] in known) \
+                    or lowered + "s" in known:
+                continue  # spelled right, give or take a plural ("Lampwright", "Odiles")
             if lowered in self.common:
                 continue
             close = [(eid, n) for eid, names in words.items() for n in names
-                     if _garbles(lowered, n.lower())]
+                     if _garbles(lowered, n.lower(), strict)]
             if close:
                 eid, _ = max(close, key=lambda c: difflib.SequenceMatcher(
                     None, lowered, c[1].lower()).ratio())
@@ -348,7 +353,8 @@ class EntityLexicon:
 
     def named_in(self, action: str) -> list[Mention]:
         """The entities an action names, a player's typo ("Odille") included."""
-        return sorted(self.find(action) + self.near_misses(action), key=lambda m: m.start)
+        return sorted(self.find(action) + self.near_misses(action, strict=True),
+                      key=lambda m: m.start)
 
     def get(self, entity_id: str) -> Entity | None:
         return next((e for e in self.entities if e.id == entity_id), None)
@@ -371,16 +377,20 @@ class EntityLexicon:
         return out
 
 
-def _garbles(word: str, name: str) -> bool:
+def _garbles(word: str, name: str, strict: bool = False) -> bool:
     """Is ``word`` a misspelling of ``name`` (both lower case)? Misspellings keep the
     first letter ("odiel"/"odile"; "venice" only rhymes with "venn"), and are either
-    close overall (difflib ratio) or two edits from a name of five letters or more that
-    keep its first two ("leira"/"leory", the issue's own example)."""
+    close overall (difflib ratio; :data:`STRICT_RATIO` when ``strict``) or, both of five
+    letters or more, two edits apart with the first two kept ("leira"/"leory", the
+    issue's own example; "gull" is not "guild")."""
     if word[:1] != name[:1] or word == name:
         return False
-    if difflib.SequenceMatcher(None, word, name).ratio() >= NEAR_MISS_RATIO:
+    ratio = difflib.SequenceMatcher(None, word, name).ratio()
+    if strict:
+        return ratio >= STRICT_RATIO
+    if ratio >= NEAR_MISS_RATIO:
         return True
-    return len(name) >= 5 and word[:2] == name[:2] and _edits(word, name) <= 2
+    return min(len(word), len(name)) >= 5 and word[:2] == name[:2] and _edits(word, name) <= 2
 
 
 def _edits(a: str, b: str) -> int:
@@ -512,19 +522,23 @@ _PREPOSITIONS = {"about", "above", "across", "after", "against", "along", "among
                  "under", "until", "up", "upon", "with", "within", "without"}
 _CONJUNCTIONS = {"and", "or", "but", "nor", "so", "yet", "if", "because", "while", "than",
                  "that", "who", "whom", "which", "what", "where", "when", "how", "whether"}
-# Words that only describe: "Take the hot" has lost its noun.
+# Words that only describe: "Take the hot" has lost its noun. Words that are nouns too
+# ("Walk to the light", "Take the stone", "Ask the drowned") are not listed.
 _ADJECTIVES = {
-    "hot", "cold", "warm", "cool", "old", "young", "new", "little", "small", "big", "large",
-    "great", "tall", "short", "long", "dark", "bright", "light", "heavy", "tiny", "huge", "wet",
-    "dry", "grey", "gray", "black", "white", "red", "green", "blue", "golden", "silver", "broken",
+    "hot", "warm", "cool", "old", "young", "new", "little", "small", "big", "large",
+    "great", "tall", "short", "long", "bright", "heavy", "tiny", "huge", "wet",
+    "dry", "grey", "gray", "black", "white", "red", "green", "blue", "golden", "broken",
     "empty", "full", "strange", "ancient", "hidden", "secret", "quiet", "loud", "narrow", "wide",
-    "high", "low", "deep", "shallow", "open", "closed", "locked", "rusty", "wooden", "iron",
-    "stone", "drowned", "sunken", "frozen", "cold", "sharp", "soft", "hard", "good", "bad",
+    "high", "low", "shallow", "closed", "locked", "rusty", "wooden", "slight",
+    "sunken", "frozen", "sharp", "soft", "hard", "good", "bad", "second", "third",
     "first", "last", "next", "other", "same", "whole", "own", "only", "main", "nearest",
     "nearby", "distant", "far", "near", "lost", "missing", "wounded", "sleeping", "hooded",
     "wise", "fallen", "sudden", "faint", "pale", "thin", "thick", "wild", "calm", "eerie",
     "lovely", "beautiful", "ugly", "curious", "mysterious", "sorrowful", "brave", "frightened",
     "several", "many", "few", "more", "most", "such", "very", "ever", "never"}
+# Adverbs a cut-off menu line trails into ("Hide from the already").
+_ADVERBS = {"already", "again", "still", "yet", "soon", "too", "also", "even", "just", "almost",
+            "quickly", "slowly", "quietly", "carefully", "suddenly"}
 _ADJECTIVE_ENDINGS = ("ous", "ful", "ive", "ic", "ish", "less", "able", "ible", "est")
 _VERBS = {
     "ask", "talk", "speak", "call", "warn", "help", "look", "examine", "search", "read", "listen",
@@ -601,6 +615,8 @@ def choice_problems(option: str, earlier: Sequence[str] = (),
                                                       and len(last) > 5)) \
             and words[-2] in _ARTICLES | _POSSESSIVES:
         problems.append(f"ends in an adjective ({last!r}) with no noun")
+    elif len(words) >= 2 and last in _ADVERBS and words[-2] in _ARTICLES | _POSSESSIVES:
+        problems.append(f"ends in an adverb ({last!r}) with no noun")
     if len(words) == 1 and words[0] not in _ONE_WORD_MOVES:
         problems.append("too short")
     if words[0] not in _VERBS or not text[:1].isupper():
@@ -663,11 +679,14 @@ def broken_choices(options: Sequence[str], people: Iterable[str] = ()) -> list[H
 # -- dice ------------------------------------------------------------------------------------
 
 OUTCOMES = ("success", "partial", "failure")
+# Outcome words say what the action came to, not any "it makes sense": "make it" counts
+# only with where to ("make it across"), "open" only as a door giving ("swings open").
 _SUCCESS_WORDS = re.compile(
-    r"\b(?:succeed\w*|success\w*|manage[sd]?|make it|made it|makes it|clear(?:s|ed)? (?:it|the)|"
-    r"land(?:s|ed)? (?:safely|on)|safely|it works|it worked|give[s]? way|gave way|"
-    r"swing[s]? open|opens?|open(?:ed)?|win[s]?|won|in time|just in time|pull(?:s|ed)? (?:free|clear))\b",
-    re.IGNORECASE)
+    r"\b(?:succeed\w*|successful\w*|you manage[sd]? to|(?:make|makes|made) it (?:across|over|"
+    r"through|out|up|down|back|in time|to the)|clear(?:s|ed)? (?:it|the)|land(?:s|ed)? "
+    r"(?:safely|on (?:the|your) (?:far|other))|safely|it works|it worked|gives? way|gave way|"
+    r"(?:swings?|swung|springs?|sprang|creaks?|falls?|fell) open|in time|pull(?:s|ed)? "
+    r"(?:free|clear)|comes? free|came free|you do it|you did it)\b", re.IGNORECASE)
 _FAILURE_WORDS = re.compile(
     r"\b(?:fail\w*|miss(?:es|ed)?|slip(?:s|ped)?|fall(?:s)? short|fell short|can(?:no|')t|"
     r"could(?:n't| not)|won't budge|will not budge|doesn't budge|does not budge|no use|in vain|"
