@@ -341,13 +341,22 @@ ORPHAN_PLAN = {"requestId": "orphans", "tools": [
     {"toolId": "o", "toolPath": "escapee/orphan-maker", "input": {"count": 1}}]}
 
 
-def test_loadtest_with_the_orphan_maker_leaks_nothing(daemon, tmp_path):
-    pid_file = tmp_path / "orphans"
+def orphan_plan(name: str) -> tuple[dict, Path]:
+    """The orphan-maker's plan, its pids written to ``name`` in its working directory
+    (the one place besides its TMPDIR a sandboxed skill may write), and that file."""
     plan = json.loads(json.dumps(ORPHAN_PLAN))
-    plan["tools"][0]["input"]["pidFile"] = str(pid_file)
+    plan["tools"][0]["input"]["pidFile"] = name
+    pid_file = ROOT / "escapee" / "data" / name
+    pid_file.unlink(missing_ok=True)
+    return plan, pid_file
+
+
+def test_loadtest_with_the_orphan_maker_leaks_nothing(daemon):
+    plan, pid_file = orphan_plan(f"orphans-{daemon.mode}-{os.getpid()}")
     report_ = run_loadtest(lambda: NarratoriaClient(f"unix://{daemon.socket}", timeout_s=120),
                            clients=2, turns=2, plan=plan, progress=False)
     orphans = [int(p) for p in pid_file.read_text().split()]
+    pid_file.unlink()
     try:
         assert len(orphans) == 4 and report_["turnsOk"] == 4
         assert report_["leaked"]["count"] == 0 and report_["ok"], report_["leaked"]
@@ -394,9 +403,7 @@ def test_the_leak_scan_finds_an_orphan_that_carries_no_marker(tmp_path):
 def test_loadtest_reports_the_orphans_a_daemon_without_containment_leaves(tmp_path):
     """``narratoria loadtest`` with the orphan-maker against a daemon it starts with
     containment off: the orphans (no marker in their environment) are reported."""
-    pid_file = tmp_path / "orphans"
-    plan = json.loads(json.dumps(ORPHAN_PLAN))
-    plan["tools"][0]["input"]["pidFile"] = str(pid_file)
+    plan, pid_file = orphan_plan(f"orphans-off-{os.getpid()}")
     plan_file = tmp_path / "plan.json"
     plan_file.write_text(json.dumps(plan))
     proc = subprocess.run(
@@ -405,6 +412,7 @@ def test_loadtest_reports_the_orphans_a_daemon_without_containment_leaves(tmp_pa
          "--clients", "2", "--turns", "2", "--plan", str(plan_file), "--json"],
         capture_output=True, text=True, timeout=300, cwd=REPO)
     orphans = [int(p) for p in pid_file.read_text().split()] if pid_file.exists() else []
+    pid_file.unlink(missing_ok=True)
     try:
         assert proc.returncode == 1, proc.stderr[-3000:]  # a leak fails the run
         result = json.loads(proc.stdout)
