@@ -69,6 +69,8 @@ def test_clean_prose_passes_every_scorer(action: str, text: str, lexicon) -> Non
     ("Outcomes: You rolled 9 (2d6).", "Outcomes:"),
     ("As the narrator, I will describe what happens next.", "narrator"),
     ("Your character feels a chill.", "Your character"),
+    ("You've made it to the end of this campaign.", "this campaign"),
+    ("The NPC turns to you.", "NPC"),
 ])
 def test_meta_talk_is_caught(text: str, match: str) -> None:
     hits = ns.meta_talk(text)
@@ -79,6 +81,7 @@ def test_meta_talk_is_caught(text: str, match: str) -> None:
     "Tamsin tells the story of the Night of Bells in a low voice.",
     "The sailors are playing a game of dice by the capstan.",
     "You hear the story of the drowned clerk from Wick.",
+    "The wardens' campaign against the guild has lasted a year.",
 ])
 def test_meta_words_inside_the_fiction_pass(text: str) -> None:
     assert ns.meta_talk(text) == []
@@ -316,3 +319,8 @@ def test_a_character_may_say_you_decide() -> None:
 def test_nouns_that_also_describe_are_not_dangling() -> None:
     assert ns.broken_choices(["Walk to the light", "Take the stone", "Ring the old bell"]) == []
     assert "adverb" in ns.choice_problems("Hide from the already")[0]
+
+
+def test_a_run_of_describing_words_after_the_article_dangles() -> None:
+    assert "adjective" in ns.choice_problems("Look at the large wooden")[0]
+    assert ns.choice_problems("Look at the large wooden door") == []

@@ -112,8 +112,9 @@ _META = re.compile(
     r"\b(?:players?|player's|gameplay|in-game|game master|narrator'?s?|narration|storyteller|"
     r"scenario|prompts?|role-?play(?:ing)?|roleplayer|chatbot|language model|"
     r"AI (?:assistant|model|language)|as an AI|user's|the user|interactive (?:story|fiction)|"
-    r"text adventure|choose your own|(?:the|this|your|next) (?:turn|round) of the|"
-    r"your character(?:'s)?|the protagonist)\b", re.IGNORECASE)
+    r"text adventure|choose your own|your character(?:'s)?|the protagonist|stat sheet|"
+    r"(?:this|the) campaign(?! of| against| to)|dungeons (?:&|and) dragons)\b|\bNPCs?\b",
+    re.IGNORECASE)
 # "the game" is meta; "a game of cards" is not.
 _META_GAME = re.compile(r"\b(?:the|this|our|your) game\b(?! of)", re.IGNORECASE)
 # "the story moves on" is meta; "Tamsin tells the story of the Night of Bells" is not.
@@ -585,6 +586,7 @@ _PEOPLE = {
     "someone", "somebody", "anyone", "everyone", "them", "him", "her", "they", "creature",
     "dog", "horse", "cat", "bird", "gull", "gulls", "voice", "voices", "pursuers", "ringer",
     "tech", "lady", "lord", "sir", "madam", "king", "queen", "council", "councillor", "others",
+    "two", "three", "both", "pair", "couple",  # "Ask the two": the two of them
     "group", "family", "families", "mourners", "townsfolk", "villagers", "locals", "patrol"}
 _ONE_WORD_MOVES = {"wait", "continue", "leave", "rest", "hide", "flee", "run", "listen",
                    "sleep", "pray", "retreat", "watch", "look", "search", "shout", "knock"}
@@ -611,9 +613,7 @@ def choice_problems(option: str, earlier: Sequence[str] = (),
         problems.append(f"ends in a preposition ({last!r})")
     elif last in _CONJUNCTIONS:
         problems.append(f"ends in a conjunction ({last!r})")
-    elif len(words) >= 2 and (last in _ADJECTIVES or (last.endswith(_ADJECTIVE_ENDINGS)
-                                                      and len(last) > 5)) \
-            and words[-2] in _ARTICLES | _POSSESSIVES:
+    elif len(words) >= 2 and _describes(last) and _after_determiner(words):
         problems.append(f"ends in an adjective ({last!r}) with no noun")
     elif len(words) >= 2 and last in _ADVERBS and words[-2] in _ARTICLES | _POSSESSIVES:
         problems.append(f"ends in an adverb ({last!r}) with no noun")
@@ -629,6 +629,18 @@ def choice_problems(option: str, earlier: Sequence[str] = (),
         problems.append(f"'{' '.join(words[:2]) if words[:2] == ['talk', 'to'] else words[0]}' "
                         f"needs a person, not {listener!r}")
     return problems
+
+
+def _describes(word: str) -> bool:
+    return word in _ADJECTIVES or (word.endswith(_ADJECTIVE_ENDINGS) and len(word) > 5)
+
+
+def _after_determiner(words: list[str]) -> bool:
+    """Do only describing words follow the last determiner ("the large wooden")?"""
+    rest = list(words)
+    while rest and _describes(rest[-1]):
+        rest.pop()
+    return bool(rest) and rest[-1] in _ARTICLES | _POSSESSIVES
 
 
 def _choice_key(text: str) -> str:
@@ -688,8 +700,8 @@ _SUCCESS_WORDS = re.compile(
     r"(?:swings?|swung|springs?|sprang|creaks?|falls?|fell) open|in time|pull(?:s|ed)? "
     r"(?:free|clear)|comes? free|came free|you do it|you did it)\b", re.IGNORECASE)
 _FAILURE_WORDS = re.compile(
-    r"\b(?:fail\w*|miss(?:es|ed)?|slip(?:s|ped)?|fall(?:s)? short|fell short|can(?:no|')t|"
-    r"could(?:n't| not)|won't budge|will not budge|doesn't budge|does not budge|no use|in vain|"
+    r"\b(?:fail\w*|miss(?:es|ed)?|slip(?:s|ped)?|fall(?:s)? short|fell short|"
+    r"won't budge|will not budge|doesn't budge|does not budge|no use|in vain|"
     r"too late|too slow|not enough|lose your (?:footing|grip)|lost your (?:footing|grip)|"
     r"stuck|sink(?:s)?|sank|refuses|holds fast|stays shut|nothing happens)\b", re.IGNORECASE)
 _PARTIAL_WORDS = re.compile(
