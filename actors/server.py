@@ -9,7 +9,9 @@ Invariants, before any handler runs: a request with a field over its cap
 a call to the front-end service carries an identity (IdentityInterceptor: the daemon
 token, the device's owner, or a registered client token), on every endpoint. The
 Store and Model services take only a live skill token. Error messages sent back are
-bounded (``bounded``): none carries a caller's megabytes back.
+bounded (``bounded``): none carries a caller's megabytes back. No answer of the
+front-end service carries a hidden stat (``session_view.HiddenStats``): GetState, the
+Turn stream's events and GetSessionView are filtered here, so every client is safe.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from narratoria.runtime.campaign.problems import CampaignError
 from narratoria.runtime.characters import (CharacterForbidden, CharacterNotFound, CharacterStore,
                                            FreshCharacter)
 from narratoria.runtime.field_caps import oversized
-from narratoria.runtime.session_view import session_view
+from narratoria.runtime.session_view import HiddenStats, session_view
 from narratoria.runtime.skills import config as skill_config
 from narratoria.runtime.skills.discovery import Skill, SkillError, load_skill
 from narratoria.runtime.identity import CLIENT_TOKEN_METADATA, LOCAL_OWNER, ClientRegistry
@@ -137,7 +139,7 @@ _EVENT_FIELDS = {"started": pb.TurnStarted, "phase": pb.PhaseChanged, "plan": pb
                  "tool_started": pb.ToolStarted, "tool_event": pb.ToolOutput,
                  "tool_finished": pb.ToolFinished, "replan": pb.Replan, "fallback": pb.Fallback,
                  "narration": pb.NarrationToken, "choices": pb.Choices, "done": pb.TurnDone,
-                 "knowledge": pb.NpcKnowledge, "log": pb.LogLine}
+                 "knowledge": pb.NpcKnowledge, "log": pb.LogLine, "check": pb.Check}
 
 
 def turn_event_pb(turn_id: str, event: dict[str, Any]) -> pb.TurnEvent | None:
@@ -305,9 +307,10 @@ class NarratoriaService(rpc.NarratoriaServicer):
         await self._need_id(request, context)
         record = await _call(context, self.store.get_session.remote(request.session_id,
                                                                     self._owner(context)))
+        hidden = await self._hidden(record)  # hidden stats never reach a front-end
         return pb.SessionState(session_id=record.id, turns=record.turns,
-                               state_json=msgspec.json.encode(record.state).decode(),
-                               stats_json=msgspec.json.encode(record.stats).decode())
+                               state_json=msgspec.json.encode(hidden.scrub(record.state)).decode(),
+                               stats_json=msgspec.json.encode(hidden.scrub(record.stats)).decode())
 
     async def Turn(self, request: pb.TurnRequest,
                    context: grpc.aio.ServicerContext) -> AsyncIterator[pb.TurnEvent]:
@@ -322,12 +325,15 @@ class NarratoriaService(rpc.NarratoriaServicer):
             request.text if action == "text" else None,
             request.choice if action == "choice" else None,
             request.plan_json or None, request.execute_only))
+        hidden = await self._hidden(await _call(context, self.store.get_session.remote(
+            request.session_id, self._owner(context))))
         after, done = 0, False
         while not done:
             # Long-poll: a client that leaves stops this loop; the turn runs on.
             events, done = await _call(context, self.coordinator.events.remote(turn_id, after))
             for event in events:
                 after = max(after, event["seq"])
+                event = hidden.event(event)  # patches, plans, outputs, the final state
                 if event["kind"] == "error":
                     await context.abort(grpc.StatusCode.INTERNAL, event["message"])
                 if event["kind"] == "cancelled":
@@ -422,6 +428,11 @@ class NarratoriaService(rpc.NarratoriaServicer):
                                 f"session_id: {len(request.session_id)} characters; at most 200")
         return await _call(context, self.store.get_session.remote(request.session_id,
                                                                   self._owner(context)))
+
+    async def _hidden(self, record: SessionRecord) -> HiddenStats:
+        """What of the session's stats no front-end may see: its campaign's hidden stats."""
+        campaign = await self._campaign_of(record)
+        return HiddenStats.of(campaign.stats if campaign is not None else None)
 
     async def _campaign_of(self, record: SessionRecord) -> Any:
         """The session's LoadedCampaign, or None (no campaign, or lore without its files)."""

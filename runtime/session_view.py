@@ -14,14 +14,25 @@ Two rules shape it:
 - **missing or invalid values are null** (§2.6.5): a stat whose value is not a
   finite number, an item quantity that is not one, is passed as ``None`` so the
   page shows "—" instead of a made-up number.
+
+:class:`HiddenStats` is the same rule for every other front-end answer (issue 20
+item 8): the daemon passes GetState, the Turn stream's events and the session's
+stat ranges through it, so no client (terminal, web page, a raw gRPC stub) ever
+receives a hidden stat, its value or its range. It removes a hidden stat wherever
+it sits in a JSON document: at its state path from any object (a state tree, a
+patch, a plan input), as a dotted key, and under its id when no visible stat
+shares that id; a string naming its path (or an id written as one, with an
+underscore) gets :data:`HIDDEN_WORD` instead.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import math
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -29,7 +40,8 @@ from .campaign.icons import IconIndex
 from .campaign.items import ItemCatalog
 from .campaign.stats import StatDefinition, StatRegistry
 
-__all__ = ["CAMPAIGN_PREFIX", "DATA_PREFIX", "number_or_none", "session_view", "visible_state"]
+__all__ = ["CAMPAIGN_PREFIX", "DATA_PREFIX", "HIDDEN_WORD", "HiddenStats", "number_or_none",
+           "session_view", "visible_state"]
 
 CAMPAIGN_PREFIX = "campaign/"   # asset paths in the campaign folder
 DATA_PREFIX = "data/"           # asset paths in the playthrough's data folder
@@ -38,6 +50,7 @@ PORTRAIT_FORMATS = frozenset({"png", "jpg", "jpeg", "webp", "gif", "svg"})
 INTERNAL_PATHS = (("plot", "beats"),)
 PERCEPTION_RANGE = (-100.0, 100.0)  # npcs.<id>.perception (§2.6.2)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
+HIDDEN_WORD = "(hidden)"  # what a string that named a hidden stat says instead
 
 
 def number_or_none(value: Any) -> int | float | None:
@@ -56,11 +69,16 @@ def _get(tree: Any, path: str) -> Any:
     return node
 
 
-def _delete(tree: dict[str, Any], parts: Iterable[str]) -> None:
+def _delete(tree: dict[str, Any], parts: Iterable[str], copy_parents: bool = False) -> None:
+    """Remove the value at ``parts`` below ``tree``; with ``copy_parents`` the objects on
+    the way are copied first (``tree`` is the caller's copy, its children are not)."""
     *parents, leaf = parts
     node: Any = tree
     for part in parents:
-        node = node.get(part) if isinstance(node, dict) else None
+        child = node.get(part) if isinstance(node, dict) else None
+        if copy_parents and isinstance(child, dict):
+            child = node[part] = dict(child)
+        node = child
     if isinstance(node, dict):
         node.pop(leaf, None)
 
@@ -78,6 +96,89 @@ def visible_state(state: Mapping[str, Any], stats: StatRegistry | None) -> dict[
     for parts in INTERNAL_PATHS:
         _delete(tree, parts)
     return tree
+
+
+@dataclass(frozen=True)
+class HiddenStats:
+    """A campaign's hidden stats, as a front-end answer must not show them.
+
+    ``paths``: their state paths (``player.stats.drowned_regard``,
+    ``npcs.odile_venn.stats.fear``); ``ids``: the stat ids that only hidden stats
+    use, so a key of that name is a hidden value wherever a skill or a plan put it.
+    """
+
+    paths: frozenset[str] = frozenset()
+    ids: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, stats: StatRegistry | None) -> HiddenStats:
+        if stats is None:
+            return cls()
+        hidden = stats.hidden()
+        shown = {s.id for s in stats.visible()}
+        return cls(frozenset(s.path for s in hidden),
+                   frozenset(s.id for s in hidden if s.id not in shown))
+
+    def __bool__(self) -> bool:
+        return bool(self.paths)
+
+    def scrub(self, doc: Any) -> Any:
+        """A copy of the JSON value ``doc`` with every hidden stat removed."""
+        if not self:
+            return doc
+        return self._scrub(doc)
+
+    def text(self, text: str) -> str:
+        """``text`` with each hidden stat's path or id replaced by :data:`HIDDEN_WORD`."""
+        if not self or not text:
+            return text
+        return self._pattern.sub(HIDDEN_WORD, text)
+
+    def json_text(self, text: str) -> str:
+        """A JSON document (as text) scrubbed; text that is no JSON as :meth:`text`."""
+        if not self or not text:
+            return text
+        try:
+            doc = json.loads(text)
+        except (ValueError, RecursionError):
+            return self.text(text)
+        return json.dumps(self._scrub(doc), ensure_ascii=False, separators=(",", ":"))
+
+    def event(self, event: Mapping[str, Any]) -> dict[str, Any]:
+        """A turn event (the coordinator's dict) as a front-end may see it: its JSON
+        fields (``*_json``) scrubbed as documents, every other string as text."""
+        out = dict(event)
+        if not self:
+            return out
+        for key, value in event.items():
+            if key in ("kind", "seq", "at_ms"):
+                continue
+            if isinstance(value, str):
+                out[key] = self.json_text(value) if key.endswith("_json") else self.text(value)
+            elif isinstance(value, (dict, list)):
+                out[key] = self._scrub(value)
+        return out
+
+    @property
+    def _pattern(self) -> re.Pattern[str]:
+        # An id in prose only when it reads as one ("drowned_regard"): "fear" or "trust"
+        # in a log line is a word, not the stat.
+        words = sorted(self.paths | {i for i in self.ids if "_" in i}, key=len, reverse=True)
+        return re.compile(r"(?<!\w)(?:" + "|".join(re.escape(w) for w in words) + r")(?!\w)")
+
+    def _scrub(self, doc: Any) -> Any:
+        if isinstance(doc, str):
+            return self.text(doc)
+        if isinstance(doc, list):
+            return [self._scrub(v) for v in doc]
+        if not isinstance(doc, dict):
+            return doc
+        tree = {k: v for k, v in doc.items()
+                if not (isinstance(k, str) and (k in self.ids or k in self.paths
+                                                or any(k.endswith("." + p) for p in self.paths)))}
+        for path in self.paths:  # the stat at its path below this object, whatever it is
+            _delete(tree, path.split("."), copy_parents=True)
+        return {k: self._scrub(v) for k, v in tree.items()}
 
 
 def _asset(path: str) -> str:

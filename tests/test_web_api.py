@@ -82,8 +82,8 @@ def test_the_session_view_hides_hidden_stats_and_resolves_icons(client, session)
     everything = " ".join([view.state_json, view.stats_json, view.icons_json,
                            view.inventory_json, view.npcs_json])
     assert "drowned_regard" not in everything and "Regard of the Drowned" not in everything
-    # GetState still holds it (the engine tracks it): only the view leaves it out.
-    assert "drowned_regard" in client.get_state(session.id).state_json
+    # GetState leaves it out too: the daemon filters every front-end answer.
+    assert "drowned_regard" not in client.get_state(session.id).state_json
     state = json.loads(view.state_json)
     assert state["player"]["stats"] == {"lamp_oil": 3, "nerve": 7, "vigour": 100}
     stats = {s["path"]: s for s in json.loads(view.stats_json)}
