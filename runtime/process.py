@@ -21,7 +21,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -260,17 +259,17 @@ async def _confine(policy: sandbox.SandboxPolicy | None, env: dict[str, str] | N
                    leased: contextlib.ExitStack) -> tuple[dict[str, str] | None, int | None]:
     """The environment and the Landlock ruleset fd (None: unconfined) of one invocation.
 
-    Where the daemon's ``TMPDIR`` is a folder the sandbox closes to new entries (an
-    ancestor of the data dir), the invocation gets a scratch ``TMPDIR`` of its own,
-    removed when it ends."""
+    A confined script may change files only in its working directory and its
+    ``TMPDIR`` (a layer the child adds itself: ``sandbox.restrict``), and the daemon's
+    ``TMPDIR`` is shared with other programs: the invocation gets a scratch ``TMPDIR``
+    of its own, removed when it ends."""
     if policy is None or not policy.denied:
         return env, None
     base = os.environ if env is None else env
-    tmpdir = base.get("TMPDIR") or tempfile.gettempdir()
-    if sandbox.needs_scratch(policy, tmpdir):
+    writable = [str(cwd)] if cwd else []
+    if sandbox.needs_scratch(policy):
         env = {**base, "TMPDIR": scratch.enter_context(sandbox.scratch_dir())}
-        tmpdir = sandbox.scratch_root()  # one rule (and ruleset) for every scratch folder
-    writable = [str(p) for p in (cwd, tmpdir) if p]
+        writable.append(sandbox.scratch_root())  # one rule (and ruleset) for every scratch folder
     # In a thread: rebuilding the ruleset lists folders (milliseconds for /tmp).
     fd = await asyncio.to_thread(leased.enter_context, sandbox.lease(policy, writable))
     return env, fd
@@ -316,6 +315,7 @@ async def _spawn(path: Path | str, env: dict[str, str] | None, cwd: Path | str |
                  rlimits: list[tuple[int, int]] = (), ruleset: int | None = None,
                  cells: list[int] = ()) -> tuple[asyncio.subprocess.Process, asyncio.Event]:
     loop = asyncio.get_running_loop()
+    writable = sandbox.writable_for(cwd, env)
 
     def confine() -> None:
         # An open and a write into the cgroup, setrlimit, prctl, landlock_restrict_self
@@ -324,7 +324,7 @@ async def _spawn(path: Path | str, env: dict[str, str] | None, cwd: Path | str |
         contain.join(cells)
         apply_resource_limits(list(rlimits))
         if ruleset is not None:
-            sandbox.restrict(ruleset)
+            sandbox.restrict(ruleset, writable)
 
     try:
         # The ruleset fd is used in the child before subprocess closes every fd (and it

@@ -1,4 +1,5 @@
-"""Landlock: a skill process cannot open the daemon's own files, nor other processes'.
+"""Landlock: a skill process cannot open the daemon's own files, nor other processes', nor
+change any file but its own, nor signal any process but its own.
 
 Skills run as the player's user, so file modes cannot keep them out of the data
 dir (the database, the daemon token, the characters). Linux's Landlock can: an
@@ -10,31 +11,52 @@ a denied one can be let in again by a rule of its own: the skill roots installed
 the data dir (read and run) and the invoking skill's own ``data/`` folder (its
 working directory: everything).
 
-What a skill keeps: reading, writing and running files everywhere else; connecting
-to the daemon's socket (Landlock does not govern ``connect`` on a path socket; the
-"scoped" rights -- abstract sockets, signals -- and the network rights are left
-unhandled). What it loses: the data dir, and creating or removing entries directly
-inside one of the data dir's ancestors (``/tmp`` when the data dir lives under it) --
-so when the daemon's ``TMPDIR`` is such a folder, each invocation gets a scratch
-``TMPDIR`` of its own (:func:`scratch_dir`).
+Three layers, each of which must allow an access (invariant: a skill may read and run
+files everywhere but the denied folders and other processes' ``/proc``; it may change
+files only in its working directory, its ``TMPDIR`` and :data:`DEV_FILES` /
+:data:`DEV_FOLDERS`; where the kernel has scopes, it may signal and reach the abstract
+unix sockets of only its own processes):
 
-The ruleset is built in the parent (a :class:`Ruleset`: listing ``/tmp`` can take
-milliseconds) and rebuilt only when an ancestor folder changes; the child, after
-fork and before the script runs, only calls :func:`restrict` with the ruleset fd --
-in the same two places as the resource limits (``process.py``'s exec, ``zygote.py``'s
-fork; the zygote gets the fd with the request, over SCM_RIGHTS). On a kernel without
-Landlock the process runs as before (logged once).
+1. **the data dir** (:class:`Ruleset`, built in the parent): every entry of the data
+   dir's ancestors but the next step, as above; Ray's per-user files
+   (:func:`ray_files`) are denied folders too. Creating or removing entries directly
+   inside an ancestor (``/tmp`` when the data dir lives under it) is out.
+2. **other processes** (built in the child, because only there is the pid known): every
+   entry of ``/`` but ``/proc``, every entry of ``/proc`` that is no process
+   (``meminfo``, ``sys``...; links such as ``self`` resolve to a process folder and need
+   no rule), and ``/proc/<its own pid>``. So a skill reads its own ``/proc/self`` but no
+   other process's ``environ``, ``cmdline`` or ``fd`` (the daemon's secrets). Its
+   children inherit the layer with the skill's pid in it: each child may read the
+   skill's ``/proc`` folder, not its own. From ABI 6 the layer also sets the *scopes*
+   ``SIGNAL`` and ``ABSTRACT_UNIX_SOCKET``: the skill and what it starts may signal
+   (``kill``, ``pidfd_send_signal``, ``F_SETOWN``) only processes of this layer's domain
+   -- itself and its descendants -- never the daemon, its actors, the zygote, its own
+   shim or another invocation. Processes outside the sandbox (the supervisor, the shim,
+   the zygote) still signal the skill: scopes bind only the sandboxed side. A kernel
+   before ABI 6 gets the ruleset without scopes (logged once by :func:`lease`).
+3. **writes** (built in the child from its working directory and ``TMPDIR``:
+   :func:`writable_for`): handles only the rights that change files (write, truncate,
+   make, remove, link or rename across folders) and gives them back to those two
+   folders and to /dev's few. Everything else is read-only: other skills' scripts (they
+   would run with *that* skill's Store scope), the project's source and venv (code the
+   daemon runs next), the skill settings, ``$HOME``, ``/tmp`` (other daemons' token
+   files). Since the daemon's ``TMPDIR`` is shared with other programs, every confined
+   invocation gets a scratch ``TMPDIR`` of its own (:func:`needs_scratch`,
+   :func:`scratch_dir`: a ``mkdtemp`` and an ``rmtree``, well under a millisecond).
+   Landlock does not govern ``chmod``, ``chown``, ``utime`` or extended attributes.
 
-Other processes: :func:`restrict` then stacks a second layer, built in the child itself
-because only there is the pid known: it allows every entry of ``/`` but ``/proc``, every
-entry of ``/proc`` that is no process (``meminfo``, ``sys``...; links such as ``self``
-resolve to a process folder and need no rule), and ``/proc/<its own pid>``. So a skill
-reads its own ``/proc/self`` but no other process's ``environ``, ``cmdline`` or ``fd``
-(the daemon's secrets, the zygote's socket path). Its children inherit the layer with the
-skill's pid in it: each child may read the skill's ``/proc`` folder, not its own (a
-child's ``/proc/self`` is refused). Building it costs about a millisecond (two folder
-listings, ~70 rules). Ray's per-user files (:func:`ray_files`) go into the denied
-folders of the first layer.
+What a skill keeps: connecting to the daemon's socket (Landlock does not govern
+``connect`` on a path socket) and the network (the network rights stay unhandled).
+
+The first layer is built in the parent (listing ``/tmp`` can take milliseconds),
+cached per policy and writable folders beneath a denied one, and rebuilt only when an
+ancestor folder changes; the child, after fork and before the script runs, calls
+:func:`restrict` with its fd and the invocation's writable folders -- in the same two
+places as the resource limits (``process.py``'s exec, ``zygote.py``'s fork; the zygote
+gets the fd with the request, over SCM_RIGHTS, and the writable folders are the
+request's ``cwd`` and ``env["TMPDIR"]``). The two child-built layers cost about a
+millisecond (two folder listings, ~80 rules). On a kernel without Landlock the process
+runs as before (logged once).
 """
 
 from __future__ import annotations
@@ -67,6 +89,16 @@ _REFER = 1 << 13                # ABI 2: link/rename across folders (denied unle
 _TRUNCATE = 1 << 14             # ABI 3: truncate(2) -- unhandled, it would reach the denied dir
 READ_ONLY = EXECUTE | READ_FILE | READ_DIR
 
+# ABI 6 scopes: a sandboxed process may signal, and connect to the abstract unix sockets
+# of, only the processes of its own Landlock domain (itself and what it starts).
+SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1
+SCOPES_ABI = 6
+
+# What programs write in /dev whatever they do: the null, zero and random devices, the
+# controlling terminal, and POSIX shared memory and semaphores (multiprocessing's locks).
+DEV_FILES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
+DEV_FOLDERS = ("/dev/shm",)
+
 # Resolved now, in the parent: the child between fork and exec must not dlopen/dlsym
 # (another thread of the daemon may have held the loader's lock when it forked).
 try:
@@ -78,7 +110,13 @@ except (OSError, AttributeError):  # pragma: no cover - not Linux
 
 
 class _RulesetAttr(ctypes.Structure):
-    _fields_ = [("handled_access_fs", ctypes.c_uint64)]
+    # The kernel reads as much of it as it is told: 8 bytes (file-system rights, ABI 1-5),
+    # or all 24 once ``scoped`` is used (ABI 6); ``handled_access_net`` (ABI 4) stays 0.
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                ("scoped", ctypes.c_uint64)]
+
+
+_ATTR_FS_ONLY = 8
 
 
 class _PathBeneath(ctypes.Structure):
@@ -106,6 +144,12 @@ def _rights(abi: int) -> tuple[int, int]:
     """(every handled right, the rights a non-folder may be given) for this ABI."""
     everything = _ABI1_ALL | (_REFER if abi >= 2 else 0) | (_TRUNCATE if abi >= 3 else 0)
     return everything, everything & (EXECUTE | WRITE_FILE | READ_FILE | _TRUNCATE)
+
+
+def scopes(abi: int | None = None) -> int:
+    """The scopes this kernel enforces (none before ABI 6)."""
+    abi = available() if abi is None else abi
+    return SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= SCOPES_ABI else 0
 
 
 @dataclass(frozen=True)
@@ -194,20 +238,35 @@ class Ruleset:
             self._fd = None
 
 
-def restrict(ruleset_fd: int) -> None:
-    """In the child: enforce the ruleset, then the layer that keeps every other process's
-    ``/proc`` folder out, for this process and all it starts, for good.
+def restrict(ruleset_fd: int, writable: Sequence[str] | None) -> None:
+    """In the child: enforce the ruleset, then the layer that keeps other processes out
+    (their ``/proc`` folders, signals, abstract sockets), then -- unless ``writable`` is
+    None -- the layer that lets it change files only in ``writable`` (its working
+    directory and its TMPDIR: :func:`writable_for`) and /dev's few; for this process
+    and all it starts, for good.
 
-    Pre-resolved C calls and two folder listings (``os.scandir``: no dlopen, and glibc
-    resets its allocator's locks in a forked child): safe between fork and exec."""
+    Pre-resolved C calls, two folder listings and a few opens (``os.scandir``: no
+    dlopen, and glibc resets its allocator's locks in a forked child): safe between fork
+    and exec."""
     if _prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
-    own = _own_proc_layer()  # first: the data dir's layer closes listing ``/``
+    # Built first: the data dir's layer closes listing ``/``.
+    layers = [_other_processes_layer()]
     try:
+        if writable is not None:
+            layers.append(_write_layer(writable))
         _restrict_self(ruleset_fd)
-        _restrict_self(own)
+        for layer in layers:
+            _restrict_self(layer)
     finally:
-        os.close(own)
+        for layer in layers:
+            os.close(layer)
+
+
+def writable_for(cwd: str | os.PathLike[str] | None,
+                 env: Mapping[str, str] | None) -> tuple[str, ...]:
+    """What one invocation may change: its working directory and its ``TMPDIR``."""
+    return tuple(str(p) for p in (cwd, (env or {}).get("TMPDIR")) if p)
 
 
 def _restrict_self(ruleset_fd: int) -> None:
@@ -215,11 +274,13 @@ def _restrict_self(ruleset_fd: int) -> None:
         raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
 
 
-def _own_proc_layer() -> int:
+def _other_processes_layer() -> int:
     """A ruleset fd that allows everything but the ``/proc/<pid>`` folders of the other
-    processes (and creating entries right in ``/`` or ``/proc``)."""
-    everything, file_rights = _rights(available())
-    ruleset = _create_ruleset(everything)
+    processes (and creating entries right in ``/`` or ``/proc``), and, where the kernel
+    has scopes, signalling them or connecting to their abstract unix sockets."""
+    abi = available()
+    everything, file_rights = _rights(abi)
+    ruleset = _create_ruleset(everything, scopes(abi))
     try:
         for folder, keep in (("/", lambda name: name != "proc"),
                              ("/proc", lambda name: not name.isdigit())):
@@ -240,6 +301,25 @@ def _own_proc_layer() -> int:
     return ruleset
 
 
+def _write_layer(writable: Sequence[str]) -> int:
+    """A ruleset fd that handles only the rights that change files (write, truncate,
+    make, remove, link/rename across folders) and gives them back to ``writable`` and
+    /dev's few (:data:`DEV_FILES`, :data:`DEV_FOLDERS`): reading and running stay as the
+    other layers have them. A folder that does not exist gets no rule."""
+    everything, file_rights = _rights(available())
+    changes = everything & ~READ_ONLY
+    ruleset = _create_ruleset(changes)
+    try:
+        for folder in (*writable, *DEV_FOLDERS):
+            _add_rule(ruleset, Path(folder), changes, file_rights)
+        for device in DEV_FILES:
+            _add_rule(ruleset, Path(device), changes, file_rights, False)
+    except BaseException:
+        os.close(ruleset)
+        raise
+    return ruleset
+
+
 def ray_files() -> tuple[str, ...]:
     """Ray's per-user files a skill may not open: ``~/.ray`` (the cluster's auth token)
     and Ray's default temporary folder ``/tmp/ray`` (session files naming the cluster's
@@ -247,15 +327,17 @@ def ray_files() -> tuple[str, ...]:
     return (str(Path.home() / ".ray"), "/tmp/ray")
 
 
-def deny(paths: Sequence[str], extra: Mapping[str, int] | None = None) -> None:
-    """Give up every access to ``paths`` (folders) in this process, for good.
+def deny(paths: Sequence[str], extra: Mapping[str, int] | None = None,
+         writable: Sequence[str] | None = None) -> None:
+    """Give up every access to ``paths`` (folders) in this process, for good; with
+    ``writable``, every change to files outside those folders too (see ``restrict``).
 
     Raises OSError when the kernel refuses or has no Landlock."""
     if not paths:
         return
     ruleset = Ruleset(paths, extra)
     try:
-        restrict(ruleset.fd())
+        restrict(ruleset.fd(), writable)
     finally:
         ruleset.close()
 
@@ -265,6 +347,7 @@ def deny(paths: Sequence[str], extra: Mapping[str, int] | None = None) -> None:
 _cache: dict[tuple[SandboxPolicy, tuple[str, ...]], Ruleset] = {}
 _cache_lock = threading.Lock()
 _warned = False
+_warned_scopes = False
 
 
 @contextlib.contextmanager
@@ -276,16 +359,23 @@ def lease(policy: SandboxPolicy, writable: Sequence[str | os.PathLike[str]] = ()
     ancestors): call it off the event loop.
 
     ``writable``: folders the invocation works in (its working directory, its scratch
-    ``TMPDIR``); one beneath a denied folder gets every right back there, and gets its
-    own ruleset (cached too).
+    folders' root); one beneath a denied folder gets every right back in this layer,
+    and gets its own ruleset (cached too). What confines writes is the child's own
+    layer (``restrict``'s ``writable``).
     """
-    global _warned
+    global _warned, _warned_scopes
     if not policy.denied or not available():
         if policy.denied and not _warned:
             _warned = True
-            log.warning("this kernel has no Landlock: skill processes can read the data dir")
+            log.warning("this kernel has no Landlock: skill processes can read the data dir "
+                        "and write anywhere the user can")
         yield None
         return
+    if not scopes() and not _warned_scopes:
+        _warned_scopes = True
+        log.warning("this kernel's Landlock (ABI %d, scopes need %d) cannot scope signals: "
+                    "skill processes can signal the daemon and the user's other processes",
+                    available(), SCOPES_ABI)
     denied = [Path(os.path.realpath(p)) for p in policy.denied]
     ancestors = {a for d in denied for a in d.parents}
     inside = tuple(sorted({
@@ -303,14 +393,12 @@ def lease(policy: SandboxPolicy, writable: Sequence[str | os.PathLike[str]] = ()
         yield fd
 
 
-def needs_scratch(policy: SandboxPolicy, tmpdir: str | None) -> bool:
-    """Whether a skill could not use ``tmpdir`` as it is: a folder on the way to a
-    denied one (no entry may be created right in it) or inside one."""
-    if not policy.denied or not available() or not tmpdir:
-        return False
-    real = Path(os.path.realpath(tmpdir))
-    denied = [Path(os.path.realpath(p)) for p in policy.denied]
-    return any(real == d or d in real.parents or real in d.parents for d in denied)
+def needs_scratch(policy: SandboxPolicy) -> bool:
+    """Whether a skill run under ``policy`` needs a ``TMPDIR`` of its own: always where
+    it is confined, since it may write nowhere but its working directory and its
+    ``TMPDIR``, and the daemon's own (``/tmp``) holds other programs' files (other
+    daemons' token files, other invocations' scratch files)."""
+    return bool(policy.denied) and available() > 0
 
 
 _scratch_root: str | None = None
@@ -356,10 +444,12 @@ def _identity(path: Path) -> tuple[int, int]:
         return -1, -1
 
 
-def _create_ruleset(handled: int) -> int:
-    attr = _RulesetAttr(handled)
+def _create_ruleset(handled: int, scoped: int = 0) -> int:
+    attr = _RulesetAttr(handled, 0, scoped)
+    # The short form where no scope is asked for: kernels before ABI 4 know no other.
+    size = ctypes.sizeof(attr) if scoped else _ATTR_FS_ONLY
     ruleset = _syscall(_SYS_CREATE_RULESET, ctypes.byref(attr),
-                       ctypes.c_size_t(ctypes.sizeof(attr)), ctypes.c_uint32(0))
+                       ctypes.c_size_t(size), ctypes.c_uint32(0))
     if ruleset < 0:
         raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
     return ruleset

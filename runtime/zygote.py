@@ -452,7 +452,9 @@ def _script(request: dict, fds: list[int], cells: Sequence[int], status_w: int) 
             os.dup2(fd, target)
         if request.get("sandbox"):
             # Before the script or anything it names is touched; fails: it never runs.
-            sandbox.restrict(fds[3])
+            # It may change files only in its working directory and its TMPDIR.
+            sandbox.restrict(fds[3], sandbox.writable_for(request.get("cwd"),
+                                                          request.get("env")))
         _close_all_but({0, 1, 2, status_w})
         for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.SIG_DFL)

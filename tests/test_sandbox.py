@@ -214,7 +214,9 @@ def test_a_skill_cannot_open_the_database_and_still_works(tmp_path, zygote, spaw
     # (their entries can: every one but the data dir).
     assert got["list"] == {str(data): "PermissionError", str(data / "characters"): "PermissionError",
                            str(tmp_path / "beside"): "ok", str(tmp_path): "PermissionError"}
-    assert got["write"] == {str(data): "PermissionError", str(tmp_path / "beside"): "ok",
+    # It writes nowhere but its working directory and its TMPDIR (not even a folder it
+    # may list: tests/security/test_sandbox_writes.py).
+    assert got["write"] == {str(data): "PermissionError", str(tmp_path / "beside"): "PermissionError",
                             str(tmp_path): "PermissionError"}
     assert got["scratch"] == "ok" and got["cwd"] == "ok"  # its TMPDIR, its data/ folder
     # Without the policy the same skill reads the database: the policy is what refuses.
@@ -292,4 +294,5 @@ def test_without_landlock_a_skill_runs_as_before_and_it_is_said_once(tmp_path, m
         got = snoop(tmp_path, policy, None, {"read": [str(data / DB_FILENAME)]})
         assert got["read"] == {str(data / DB_FILENAME): "ok"} and got["scratch"] == "ok"
     assert [r.message for r in caplog.records if "Landlock" in r.message] == [
-        "this kernel has no Landlock: skill processes can read the data dir"]
+        "this kernel has no Landlock: skill processes can read the data dir and write "
+        "anywhere the user can"]
