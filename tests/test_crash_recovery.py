@@ -49,10 +49,9 @@ def test_a_skill_running_at_the_kill_dies_with_the_daemon():
     folder = Path(tempfile.mkdtemp(prefix="nk-", dir="/tmp"))
     skills = write_skill(folder / "skills")
     sleeper = skills / "crashwrite" / "scripts" / "sleep"
-    # Not in `folder` itself: it holds the data dir, and a sandboxed skill may create
-    # nothing directly in an ancestor of the data dir (runtime/sandbox.py).
-    (folder / "pids").mkdir()
-    pid_file = folder / "pids" / "sleeper.pid"
+    # In its working directory (its skill's data/ folder): a sandboxed skill may write
+    # there and in its TMPDIR only (runtime/sandbox.py).
+    pid_file = skills / "crashwrite" / "data" / "sleeper.pid"
     sleeper.write_text("#!/usr/bin/env python3\nimport json, os, sys, time\n"
                        "req = json.load(sys.stdin)\n"
                        "open(req['input']['pidFile'], 'w').write(str(os.getpid()))\n"
@@ -64,7 +63,7 @@ def test_a_skill_running_at_the_kill_dies_with_the_daemon():
             sid = client.create_session().id
             plan = {"requestId": "sleepy", "narrative": "z",
                     "tools": [{"toolId": "s", "toolPath": "crashwrite/sleep",
-                               "input": {"pidFile": str(pid_file)}}]}
+                               "input": {"pidFile": pid_file.name}}]}
 
             def play() -> None:
                 try:

@@ -9,6 +9,7 @@ skill started survives its invocation (children included)."""
 from __future__ import annotations
 
 import json
+import os
 import queue
 import shutil
 import tempfile
@@ -32,17 +33,23 @@ RSS_BOUND_MB = 1536  # per process: generous, a leak of what floods through is f
 GROWTH_BOUND_MB = 512  # per process, over the run
 
 
-def hostile_tools(pid_dir: Path, tag: str) -> dict[str, dict]:
+# Where fork-child and hang-with-child write their pid files under the daemon: their
+# working directory (the skill's data/ folder), the one folder of theirs a sandboxed
+# skill may write besides its TMPDIR.
+PID_DIR = FIXTURE_SKILLS / "hostile" / "data"
+
+
+def hostile_tools(prefix: str, tag: str) -> dict[str, dict]:
     """Hostile tool invocations by name (each plan also gets a well-behaved echo)."""
     return {
         "crash": {"toolPath": "hostile/crash"},
         "hang": {"toolPath": "hostile/hang", "timeoutMs": 800},
         "hang-with-child": {"toolPath": "hostile/hang-with-child", "timeoutMs": 800,
                             "required": False,  # one attempt: its pid file stays its own
-                            "input": {"pidFile": str(pid_dir / f"hwc-{tag}")}},
+                            "input": {"pidFile": f"{prefix}hwc-{tag}"}},
         "flood": {"toolPath": "hostile/flood", "timeoutMs": 20_000},
         "fork-child": {"toolPath": "hostile/fork-child", "required": False,
-                       "input": {"pidFile": str(pid_dir / f"fork-{tag}")}},
+                       "input": {"pidFile": f"{prefix}fork-{tag}"}},
         "garbage": {"toolPath": "hostile/garbage"},
         "slow-exit": {"toolPath": "hostile/slow-exit", "timeoutMs": 3000},
         "memory-hog": {"toolPath": "greedy/memory-hog", "timeoutMs": 20_000},
@@ -100,8 +107,9 @@ def hostile_daemon():
     shutil.rmtree(root, ignore_errors=True)
 
 
-def test_hostile_skills_under_load_end_every_turn_and_leave_nothing(hostile_daemon, tmp_path):
+def test_hostile_skills_under_load_end_every_turn_and_leave_nothing(hostile_daemon):
     daemon = hostile_daemon
+    prefix = f"load-{os.getpid()}-"
     with daemon.client() as client:
         status = client.status()
     pids = {a.name: a.pid for a in status.actors if a.pid}
@@ -113,7 +121,7 @@ def test_hostile_skills_under_load_end_every_turn_and_leave_nothing(hostile_daem
     work: queue.Queue[tuple[str, dict | None, int]] = queue.Queue()
     index = 0
     for round_ in range(ROUNDS):
-        for name, tool in hostile_tools(tmp_path, f"{round_}").items():
+        for name, tool in hostile_tools(prefix, f"{round_}").items():
             index += 1
             work.put((name, tool, index))
     for _ in range(NORMAL_TURNS):
@@ -175,8 +183,11 @@ def test_hostile_skills_under_load_end_every_turn_and_leave_nothing(hostile_daem
             break
         time.sleep(0.2)
     assert live == 0 and not leaked, (live, leaked)
-    recorded = [int(p) for f in tmp_path.iterdir() for p in f.read_text().split()]
-    assert len(recorded) >= 2 * ROUNDS, sorted(p.name for p in tmp_path.iterdir())
+    pid_files = sorted(PID_DIR.glob(prefix + "*"))
+    recorded = [int(p) for f in pid_files for p in f.read_text().split()]
+    for f in pid_files:
+        f.unlink()
+    assert len(recorded) >= 2 * ROUNDS, [p.name for p in pid_files]
     deadline = time.monotonic() + 5
     while (alive := [p for p in recorded if process_alive(p)]) and time.monotonic() < deadline:
         time.sleep(0.1)

@@ -196,6 +196,8 @@ def test_a_skill_cannot_act_as_a_front_end_nor_find_the_daemon_token(daemon, ide
     for report in reports:
         assert report["calls"] and set(report["calls"].values()) == {"UNAUTHENTICATED"}, report
     assert not [k for r in reports for k in r["reads"] if k.startswith("settings: ")], reports
+    # Nor can it write its own settings file (the sandbox: its data/ folder and TMPDIR only).
+    assert [r["reads"]["settings file"] for r in reports] == ["PermissionError"] * 2, reports
     report = reports[1]
     # (It may find other daemons' token files under /tmp: they open no door here, as the
     # calls above show; the sandbox keeps this daemon's own two out.)

@@ -9,7 +9,9 @@ absolute path of a registered script is refused: its tool fails with an error na
 toolPath (cut short when long), it is never started, and nothing of it ran. Each would
 have left a marker: the shell through the ``$(touch ...)`` in its input (a shell reads
 the tool input on stdin as a command line), the decoy executables themselves
-(tests/security/fixtures/plan-paths/decoy). Only ``narratoria plan run
+(tests/security/fixtures/plan-paths/decoy). The markers go to ``/dev/shm``: the one folder
+every skill process may write, whatever its working directory (a sandboxed one may write
+only there, its working directory and its TMPDIR). Only ``narratoria plan run
 --allow-script-paths``, a local command, runs a script file by its path.
 """
 
@@ -19,6 +21,7 @@ import json
 import shutil
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 from conftest import FIXTURE_SKILLS
@@ -38,8 +41,20 @@ def install_decoy(root: Path) -> Path:
     return decoy
 
 
-def markers(decoy: Path, marker: Path) -> list[Path]:
-    return sorted(decoy.glob("ran-*")) + ([marker] if marker.exists() else [])
+SHM = Path("/dev/shm")
+DECOY_MARKERS = "narratoria-decoy-ran-*"  # what the decoy's executables leave in SHM
+
+
+def shm_marker() -> Path:
+    for stale in SHM.glob(DECOY_MARKERS):  # of an earlier run
+        stale.unlink(missing_ok=True)
+    return SHM / f"narratoria-marker-{uuid.uuid4().hex[:10]}"
+
+
+def markers(marker: Path) -> list[Path]:
+    found = sorted(SHM.glob(DECOY_MARKERS)) + ([marker] if marker.exists() else [])
+    marker.unlink(missing_ok=True)
+    return found
 
 
 def tool(tool_id: str, path: str, marker: Path) -> dict:
@@ -63,9 +78,9 @@ def refused_tools(decoy: Path) -> dict[str, tuple[str, str]]:
     }
 
 
-def test_a_plan_naming_a_program_runs_nothing(pattern_daemon, tmp_path):
+def test_a_plan_naming_a_program_runs_nothing(pattern_daemon):
     decoy = install_decoy(pattern_daemon.skills_root)
-    marker = tmp_path / "MARKER"
+    marker = shm_marker()
     refused = refused_tools(decoy)
     tools = [tool(tid, path, marker) for tid, (path, _) in refused.items()]
     # The registered script, by each name form: the plan itself runs.
@@ -74,7 +89,7 @@ def test_a_plan_naming_a_program_runs_nothing(pattern_daemon, tmp_path):
         session = client.create_session(title="programs")
         events = run_plan(client, session.id, *tools)
         long = run_plan(client, session.id, tool("long", "x" * 5000 + "/y", marker))
-    assert markers(decoy, marker) == []
+    assert markers(marker) == []
     done = finished(events)
     started = {e.tool_started.tool_id for e in events if e.WhichOneof("event") == "tool_started"}
     assert started == {"ok", "ok-spec"}, started
@@ -93,7 +108,7 @@ def test_a_plan_naming_a_program_runs_nothing(pattern_daemon, tmp_path):
 
 
 def test_narratoria_turn_plan_refuses_a_shell_too(pattern_daemon, tmp_path):
-    marker = tmp_path / "MARKER"
+    marker = shm_marker()
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps({"requestId": "shell", "narrative": "Nothing happens.",
                                 "tools": [tool("sh", "/bin/sh", marker)]}))
@@ -101,11 +116,11 @@ def test_narratoria_turn_plan_refuses_a_shell_too(pattern_daemon, tmp_path):
     out = cli(pattern_daemon, "turn", "--session", sid, "--plan", str(plan), "--execute-only",
               "--json")
     assert out.returncode == 0, out.stderr
-    assert not marker.exists()
     events = [json.loads(line) for line in out.stdout.splitlines()]
     [finish] = [e["tool_finished"] for e in events if e["kind"] == "tool_finished"]
     assert not finish.get("ok") and "'/bin/sh' is a file path" in finish["error"], finish
     assert not any(e["kind"] == "tool_started" for e in events)
+    assert markers(marker) == []
 
 
 def test_only_plan_run_with_its_development_switch_runs_a_script_path(tmp_path):

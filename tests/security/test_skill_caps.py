@@ -32,8 +32,8 @@ def install(root: Path) -> Path:
 
 
 def ran(root: Path) -> set[str]:
-    found = {p.name.removeprefix("ran-") for p in root.glob("*/ran-*")}
-    for marker in root.glob("*/ran-*"):
+    found = {p.name.removeprefix("ran-") for p in root.glob("*/data/ran-*")}
+    for marker in root.glob("*/data/ran-*"):
         marker.unlink()
     return found
 
