@@ -3,15 +3,18 @@ scripts run as processes under a real daemon (pattern planner) and cache portrai
 the real store through the Store service, driven by fixed plans (execute_only, no
 narration); bad input and the no-daemon cases run the scripts alone.
 
-The daemon gets its own config folder (NARRATORIA_CONFIG_DIR), whose
-character-portraits config.json points ``storageLocation`` at a temporary folder:
-the tests never write images into the repository's skill folder.
+The daemon gets its own config folder (NARRATORIA_CONFIG_DIR) and its own copy of the
+skill as its built-in one (NARRATORIA_BUILTIN_SKILLS): under the daemon the skill may
+write only its data folder, the copy's, so the tests never write images into the
+repository's skill folder. Scripts run alone get ``storageLocation`` in a temporary
+folder.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import socket
 import struct
 import zlib
@@ -101,16 +104,25 @@ def write_config(config_dir: Path, config: dict) -> None:
 @pytest.fixture(scope="module")
 def dirs(tmp_path_factory):
     root = tmp_path_factory.mktemp("portraits")
-    ns = SimpleNamespace(config=root / "config", storage=root / "images", root=root)
-    write_config(ns.config, {"storageLocation": str(ns.storage)})
+    builtin = root / "builtin"
+    copy = Path(shutil.copytree(SKILL, builtin / SKILL.name, ignore=shutil.ignore_patterns("data")))
+    ns = SimpleNamespace(config=root / "config", builtin=builtin, data=copy / "data",
+                         storage=copy / "data" / "portraits", root=root,
+                         silhouette=copy / SILHOUETTE.relative_to(SKILL))
+    write_config(ns.config, {"storageLocation": "portraits"})  # in its data folder
     return ns
+
+
+def start_daemon(dirs, folder: Path | None = None) -> Daemon:
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("NARRATORIA_CONFIG_DIR", str(dirs.config))
+        env.setenv("NARRATORIA_BUILTIN_SKILLS", str(dirs.builtin))
+        return Daemon("--planner", "pattern", folder=folder)
 
 
 @pytest.fixture(scope="module")
 def daemon(dirs):
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("NARRATORIA_CONFIG_DIR", str(dirs.config))
-        d = Daemon("--planner", "pattern")
+    d = start_daemon(dirs)
     yield d
     assert d.stop() == 0
 
@@ -387,9 +399,7 @@ def test_a_restarted_daemon_still_has_the_portraits(daemon, generated, dirs):
     """The module's daemon is stopped and started again on the same data folder (the
     fixture then stops the new one); the first session, resumed, finds its portraits."""
     assert daemon.stop() == 0
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("NARRATORIA_CONFIG_DIR", str(dirs.config))
-        restarted = Daemon("--planner", "pattern", folder=daemon.dir)
+    restarted = start_daemon(dirs, daemon.dir)
     daemon.proc, daemon.ready = restarted.proc, restarted.ready
     with daemon.client() as client:
         client.resume_session(generated.session.id)
@@ -456,21 +466,26 @@ def test_update_of_an_unknown_character_without_a_description_is_an_error(daemon
 
 # -- failures ---------------------------------------------------------------------------------
 
-def test_a_portrait_that_cannot_be_made_is_the_placeholder_silhouette(daemon, dirs):
-    blocker = dirs.root / "not-a-folder"
-    blocker.write_text("a file where the storage folder should be")
-    write_config(dirs.config, {"storageLocation": str(blocker / "portraits")})
+def draw_with_storage(daemon, dirs, storage: str, title: str) -> list:
+    """A portrait drawn and looked up with ``storageLocation`` set to ``storage``."""
+    write_config(dirs.config, {"storageLocation": storage})
     try:
         with daemon.client() as client:
-            session = client.create_session(title="no storage")
-            events = ok_plan(client, session.id,
-                             tool("draw", "generate-portrait", characterId="stranger",
-                                  description=MIRA),
-                             after(tool("look", "lookup-portrait", characterId="stranger"), "draw"))
+            session = client.create_session(title=title)
+            return ok_plan(client, session.id,
+                           tool("draw", "generate-portrait", characterId="stranger",
+                                description=MIRA),
+                           after(tool("look", "lookup-portrait", characterId="stranger"), "draw"))
     finally:
-        write_config(dirs.config, {"storageLocation": str(dirs.storage)})
+        write_config(dirs.config, {"storageLocation": "portraits"})
+
+
+def test_a_portrait_that_cannot_be_made_is_the_placeholder_silhouette(daemon, dirs):
+    blocker = dirs.data / "not-a-folder"
+    blocker.write_text("a file where the storage folder should be")
+    events = draw_with_storage(daemon, dirs, "not-a-folder/portraits", "no storage")
     asset = only(events, "draw", "asset")
-    assert Path(asset["path"]) == SILHOUETTE and asset["mediaType"] == "image/png"
+    assert Path(asset["path"]) == dirs.silhouette and asset["mediaType"] == "image/png"
     assert asset["metadata"]["placeholder"] is True
     assert "not-a-folder" in asset["metadata"]["reason"]
     png = read_png(asset["path"])
@@ -483,6 +498,23 @@ def test_a_portrait_that_cannot_be_made_is_the_placeholder_silhouette(daemon, di
     assert state["portraits"]["stranger"]["placeholder"] is True
     # A placeholder is not cached: the next attempt draws the real portrait.
     assert info_log(events, "look", "no cached portrait")["found"] is False
+
+
+def test_a_storage_folder_outside_the_data_folder_is_refused_naming_the_setting(daemon, dirs):
+    """Under the daemon a skill writes only its data folder (and TMPDIR): a
+    ``storageLocation`` elsewhere cannot be written, and the placeholder's reason and the
+    error log say which setting to change."""
+    outside = dirs.root / "elsewhere"
+    events = draw_with_storage(daemon, dirs, str(outside), "storage outside")
+    asset = only(events, "draw", "asset")
+    assert Path(asset["path"]) == dirs.silhouette and asset["metadata"]["placeholder"] is True
+    reason = asset["metadata"]["reason"]
+    assert str(outside) in reason and "storageLocation" in reason, reason
+    assert f"outside the skill's data folder {dirs.data}" in reason, reason
+    [failed] = [e for e in tool_events(events, "draw")
+                if e["type"] == "log" and e["level"] == "error"]
+    assert "storageLocation" in failed["message"] + json.dumps(failed.get("fields")), failed
+    assert not outside.exists() or not list(outside.iterdir())  # nothing was written there
 
 
 def test_an_unreachable_hosted_provider_falls_back_to_the_local_drawing(tmp_path):

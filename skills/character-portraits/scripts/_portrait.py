@@ -20,7 +20,9 @@ Not a script (the leading underscore keeps discovery from offering it).
   store embeds each record's description, so a paraphrase finds the portrait.
 - **Degradation**: a portrait that cannot be made (unwritable storage, the
   generation timeout) becomes the shipped placeholder silhouette
-  (``assets/silhouette.png``), never nothing.
+  (``assets/silhouette.png``), never nothing. Under the daemon a skill may write only
+  its data folder (its working directory) and its TMPDIR: a ``storageLocation``
+  outside the data folder fails so, with a reason that names the setting.
 """
 
 from __future__ import annotations
@@ -136,6 +138,24 @@ def _storage(value: Any) -> Path:
         return data_dir() / "portraits"
     path = Path(os.path.expanduser(value.strip()))
     return path if path.is_absolute() else data_dir() / path
+
+
+def outside_data_dir(folder: Path) -> bool:
+    """Whether ``folder`` lies outside the skill's data folder: the daemon's sandbox lets
+    a skill write nowhere else (only a script run alone may)."""
+    inside = Path(os.path.realpath(data_dir()))
+    real = Path(os.path.realpath(folder))
+    return real != inside and inside not in real.parents
+
+
+def _unwritable(conf: "Settings", why: str) -> "GenerationFailed":
+    """The failure to write into the storage folder, naming the setting to change when
+    the folder is one the sandbox keeps a skill out of."""
+    if outside_data_dir(conf.storage):
+        why += (f" (the storageLocation setting names a folder outside the skill's data "
+                f"folder {data_dir()}, and under the daemon a skill may write only there: "
+                "set it to a folder inside it, or empty)")
+    return GenerationFailed(why)
 
 
 def _string(name: str) -> Callable[[Any], str]:
@@ -863,7 +883,7 @@ def generate(text: str, conf: Settings, *, reuse: bool = True) -> Portrait:
         with deadline(conf.timeout_s):
             conf.storage.mkdir(parents=True, exist_ok=True)
             if not os.access(conf.storage, os.W_OK | os.X_OK):
-                raise GenerationFailed(f"storage folder {conf.storage} is not writable")
+                raise _unwritable(conf, f"storage folder {conf.storage} is not writable")
             if conf.provider == "hosted":
                 hosted = _hosted(text, conf, portrait)
                 if hosted is not None:
@@ -880,8 +900,8 @@ def generate(text: str, conf: Settings, *, reuse: bool = True) -> Portrait:
     except GenerationFailed:
         raise
     except OSError as exc:
-        raise GenerationFailed(f"cannot write the portrait to {conf.storage}: "
-                               f"{exc.strerror or exc}") from None
+        raise _unwritable(conf, f"cannot write the portrait to {conf.storage}: "
+                                f"{exc.strerror or exc}") from None
     portrait.ms = round((time.perf_counter() - started) * 1000, 1)
     return portrait
 
