@@ -225,7 +225,8 @@ def cmd_eval_narration(args: argparse.Namespace) -> int:
             try:
                 saved = json.loads(Path(args.turns_from).read_text("utf-8"))
                 records = [ne.TurnRecord.from_json(r) for r in saved["turnRecords"]]
-                model, daemon, seed = saved.get("model", ""), saved.get("daemon", {}), saved.get("seed")
+                model, daemon = saved.get("model", ""), saved.get("daemon", {})
+                seed = saved.get("seed")
                 played_on = str(saved["campaign"]["id"])
                 script = args.script or str(saved["script"])
             except (OSError, ValueError, KeyError, TypeError) as exc:

@@ -547,7 +547,8 @@ def summarize(records: Sequence[TurnRecord], scores: Sequence[TurnScore | None],
         "metrics": {k: metrics[k] for k in METRICS},
         "latency": {"p50S": _pct(latencies, 0.5), "p95S": _pct(latencies, 0.95),
                     "n": len(latencies),
-                    "phaseP50Ms": {k: int(statistics.median(v)) for k, v in sorted(phases.items())}},
+                    "phaseP50Ms": {k: int(statistics.median(v))
+                                   for k, v in sorted(phases.items())}},
     }
 
 
@@ -590,7 +591,8 @@ def format_report(doc: Mapping[str, Any], examples: bool = False) -> list[str]:
         rate = m[name]["rate"]
         return "n/a" if rate is None else f"{rate * 100:.1f} %"
 
-    lines = [f"campaign {doc['campaign']['id']} ({doc['campaign']['contentRating'] or 'no rating'}),"
+    rating = doc["campaign"]["contentRating"] or "no rating"
+    lines = [f"campaign {doc['campaign']['id']} ({rating}),"
              f" script {doc['script']}, model {Path(str(doc['model'])).name}",
              f"turns {s['turns']} (scored {s['scored']}, failed {s['failed']}, "
              f"fallbacks {s['fallbacks']}); turn p50 {s['latency']['p50S']} s, "
@@ -609,7 +611,7 @@ def format_report(doc: Mapping[str, Any], examples: bool = False) -> list[str]:
     return lines
 
 
-__all__ = ["CampaignFacts", "METRICS", "score_json", "common_words", "SCRIPT_KEYS", "ScriptError", "ScriptLine", "TAGS",
-           "TurnRecord", "campaign_facts", "format_report", "lexicon_entries", "load_script",
-           "parse_line", "parse_script", "roll_of_events", "score_records", "summarize",
-           "targets_met"]
+__all__ = ["CampaignFacts", "METRICS", "SCRIPT_KEYS", "ScriptError", "ScriptLine", "TAGS",
+           "TurnRecord", "campaign_facts", "common_words", "format_report", "lexicon_entries",
+           "load_script", "parse_line", "parse_script", "roll_of_events", "score_json",
+           "score_records", "summarize", "targets_met"]

@@ -91,8 +91,9 @@ _CURLY_SINGLE = re.compile(r"‘[^‘’]{0,400}’")
 # A straight single quote opens speech after a space or line start and closes before a
 # space or punctuation; apostrophes ("don't", "the Wardens' patrol") have a letter on
 # one side and are left alone unless they pair up like this.
-_STRAIGHT_SINGLE = re.compile(r"(?:(?<=^)|(?<=[\s(\[—–-]))'(?=[A-Za-z])[^'\n]{1,300}?[.,!?…]'(?=[\s.,;:!?)—–-]|$)",
-                              re.MULTILINE)
+_STRAIGHT_SINGLE = re.compile(
+    r"(?:^|(?<=[\s(\[—–-]))'(?=[A-Za-z])[^'\n]{1,300}?[.,!?…]'(?=[\s.,;:!?)—–-]|$)",
+    re.MULTILINE)
 
 
 def outside_quotes(text: str) -> str:
