@@ -147,7 +147,7 @@ class TurnRequest(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., text: _Optional[str] = ..., choice: _Optional[int] = ..., plan_json: _Optional[str] = ..., execute_only: _Optional[bool] = ...) -> None: ...
 
 class TurnEvent(_message.Message):
-    __slots__ = ("turn_id", "seq", "at_ms", "started", "phase", "plan", "tool_started", "tool_event", "tool_finished", "replan", "fallback", "narration", "choices", "done", "knowledge", "log")
+    __slots__ = ("turn_id", "seq", "at_ms", "started", "phase", "plan", "tool_started", "tool_event", "tool_finished", "replan", "fallback", "narration", "choices", "done", "knowledge", "log", "check")
     TURN_ID_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
     AT_MS_FIELD_NUMBER: _ClassVar[int]
@@ -164,6 +164,7 @@ class TurnEvent(_message.Message):
     DONE_FIELD_NUMBER: _ClassVar[int]
     KNOWLEDGE_FIELD_NUMBER: _ClassVar[int]
     LOG_FIELD_NUMBER: _ClassVar[int]
+    CHECK_FIELD_NUMBER: _ClassVar[int]
     turn_id: str
     seq: int
     at_ms: int
@@ -180,7 +181,34 @@ class TurnEvent(_message.Message):
     done: TurnDone
     knowledge: NpcKnowledge
     log: LogLine
-    def __init__(self, turn_id: _Optional[str] = ..., seq: _Optional[int] = ..., at_ms: _Optional[int] = ..., started: _Optional[_Union[TurnStarted, _Mapping]] = ..., phase: _Optional[_Union[PhaseChanged, _Mapping]] = ..., plan: _Optional[_Union[PlanGenerated, _Mapping]] = ..., tool_started: _Optional[_Union[ToolStarted, _Mapping]] = ..., tool_event: _Optional[_Union[ToolOutput, _Mapping]] = ..., tool_finished: _Optional[_Union[ToolFinished, _Mapping]] = ..., replan: _Optional[_Union[Replan, _Mapping]] = ..., fallback: _Optional[_Union[Fallback, _Mapping]] = ..., narration: _Optional[_Union[NarrationToken, _Mapping]] = ..., choices: _Optional[_Union[Choices, _Mapping]] = ..., done: _Optional[_Union[TurnDone, _Mapping]] = ..., knowledge: _Optional[_Union[NpcKnowledge, _Mapping]] = ..., log: _Optional[_Union[LogLine, _Mapping]] = ...) -> None: ...
+    check: Check
+    def __init__(self, turn_id: _Optional[str] = ..., seq: _Optional[int] = ..., at_ms: _Optional[int] = ..., started: _Optional[_Union[TurnStarted, _Mapping]] = ..., phase: _Optional[_Union[PhaseChanged, _Mapping]] = ..., plan: _Optional[_Union[PlanGenerated, _Mapping]] = ..., tool_started: _Optional[_Union[ToolStarted, _Mapping]] = ..., tool_event: _Optional[_Union[ToolOutput, _Mapping]] = ..., tool_finished: _Optional[_Union[ToolFinished, _Mapping]] = ..., replan: _Optional[_Union[Replan, _Mapping]] = ..., fallback: _Optional[_Union[Fallback, _Mapping]] = ..., narration: _Optional[_Union[NarrationToken, _Mapping]] = ..., choices: _Optional[_Union[Choices, _Mapping]] = ..., done: _Optional[_Union[TurnDone, _Mapping]] = ..., knowledge: _Optional[_Union[NpcKnowledge, _Mapping]] = ..., log: _Optional[_Union[LogLine, _Mapping]] = ..., check: _Optional[_Union[Check, _Mapping]] = ...) -> None: ...
+
+class Check(_message.Message):
+    __slots__ = ("deed", "stat", "difficulty", "roll", "modifier", "total", "outcome", "cost", "formula", "source", "patch_json")
+    DEED_FIELD_NUMBER: _ClassVar[int]
+    STAT_FIELD_NUMBER: _ClassVar[int]
+    DIFFICULTY_FIELD_NUMBER: _ClassVar[int]
+    ROLL_FIELD_NUMBER: _ClassVar[int]
+    MODIFIER_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    COST_FIELD_NUMBER: _ClassVar[int]
+    FORMULA_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    PATCH_JSON_FIELD_NUMBER: _ClassVar[int]
+    deed: str
+    stat: str
+    difficulty: int
+    roll: int
+    modifier: int
+    total: int
+    outcome: str
+    cost: str
+    formula: str
+    source: str
+    patch_json: str
+    def __init__(self, deed: _Optional[str] = ..., stat: _Optional[str] = ..., difficulty: _Optional[int] = ..., roll: _Optional[int] = ..., modifier: _Optional[int] = ..., total: _Optional[int] = ..., outcome: _Optional[str] = ..., cost: _Optional[str] = ..., formula: _Optional[str] = ..., source: _Optional[str] = ..., patch_json: _Optional[str] = ...) -> None: ...
 
 class LogLine(_message.Message):
     __slots__ = ("level", "message", "source")
