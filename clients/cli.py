@@ -379,7 +379,8 @@ def cmd_skills_list(args: argparse.Namespace) -> int:
     if args.json:
         _print_json({
             "roots": [str(r) for r in registry.roots],
-            "skills": [s.summary() for s in d.skills.values()],
+            "skills": [{**s.summary(), "envReads": skill_config.env_reads(s)}
+                       for s in d.skills.values()],
             "skipped": [{"path": str(s.path), "reason": s.reason} for s in d.skipped],
             "overridden": {k: [str(p) for p in v] for k, v in d.overridden.items()},
         })
@@ -393,6 +394,9 @@ def cmd_skills_list(args: argparse.Namespace) -> int:
         for script in skill.scripts.values():
             timeout = f", timeout {script.timeout_ms} ms" if script.timeout_ms else ""
             print(f"    script {script.ref}{timeout}")
+        if reads := skill_config.env_reads(skill):
+            # Settings resolve from the daemon's environment: what the skill is granted.
+            print(f"    reads environment: {skill_config.describe_env_reads(reads)}")
         for warning in skill.warnings:
             print(f"    warning: {warning}")
     for name, replaced in d.overridden.items():
@@ -487,6 +491,7 @@ def cmd_skills_config(args: argparse.Namespace) -> int:
         print(f"  {row['name']} = {_show_value(row)}{refs}    {kind}, {', '.join(flags)}")
         if row["description"]:
             print(f"      {row['description']}")
+    print(f"  reads environment: {skill_config.describe_env_reads(view['envReads'])}")
     for problem in view["problems"]:
         print(f"  problem: {problem}")
     return 0

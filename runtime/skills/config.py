@@ -19,6 +19,14 @@ else ``~/.config/narratoria``.
 Stored values stay as the player wrote them: ``${VAR}`` references are
 resolved only by :func:`resolved_config`, when a skill is about to use its
 settings, so secrets never need to be written to disk.
+
+Invariant: no setting ever reads one of the runtime's own environment variables
+(:data:`RESERVED_ENV_PREFIXES`: its tokens and addresses, Ray's, gRPC's, the model
+hub's), whoever names it -- the player in a ``${VAR}`` value, or the skill's author in an
+``x-env-var`` (settings resolve in the daemon, from the daemon's environment, and the
+resolved values go to the skill). Any other variable a skill may read is listed by
+:func:`env_reads`, for ``narratoria skills list`` and ``skills config`` to show what a
+skill is granted.
 """
 
 from __future__ import annotations
@@ -38,6 +46,14 @@ CONFIG_FILE = "config.json"
 SETTINGS_FILE = "skills.json"
 MASK = "••••"
 ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+# The runtime's own variables, and those of what it runs on: NARRATORIA_TOKEN,
+# NARRATORIA_CLIENT_TOKEN, NARRATORIA_SKILL_TOKEN, NARRATORIA_ADDRESS...; RAY_ADDRESS,
+# RAY_AUTH_TOKEN and the rest Ray sets in its workers (where settings resolve); gRPC's
+# settings; the Hugging Face hub's token (HF_TOKEN, HUGGING_FACE_HUB_TOKEN) the
+# embedder's libraries would send.
+RESERVED_ENV_PREFIXES = ("NARRATORIA_", "RAY_", "GRPC_", "HF_", "HUGGING_FACE_")
+MAX_NAME_SHOWN = 64
 SIMPLE_TYPES = ("string", "number", "integer", "boolean")
 
 
@@ -78,6 +94,24 @@ def config_path(skill: Skill) -> Path:
     if is_builtin(skill):
         return config_dir() / "skills" / skill.name / CONFIG_FILE
     return skill.root / CONFIG_FILE
+
+
+# -- environment variables -------------------------------------------------------------------
+
+def reserved_env(name: str) -> bool:
+    """Whether ``name`` is one of the runtime's own variables, which no setting may read."""
+    return name.upper().startswith(RESERVED_ENV_PREFIXES)
+
+
+def _shown_name(name: object) -> str:
+    text = str(name)
+    return text if len(text) <= MAX_NAME_SHOWN else text[:MAX_NAME_SHOWN] + "..."
+
+
+def _refused(field: str, name: str, how: str) -> str:
+    prefixes = ", ".join(p + "*" for p in RESERVED_ENV_PREFIXES)
+    return (f"{field}: {how} {_shown_name(name)} is one of the runtime's own environment "
+            f"variables ({prefixes}), which no skill setting may read")
 
 
 # -- schema --------------------------------------------------------------------------------
@@ -223,6 +257,8 @@ def validate(schema: Mapping[str, Any] | None, stored: Mapping[str, Any]) -> lis
     for name, field in known.items():
         value = stored.get(name)
         if isinstance(value, str) and ENV_REF.search(value):
+            problems += [_refused(name, "${" + var + "}", "the value refers to")
+                         for var in ENV_REF.findall(value) if reserved_env(var)]
             continue
         if _missing(value):
             if field.required and not field.has_default and not field.env_var:
@@ -306,11 +342,27 @@ def update_config(skill: Skill, assignments: Sequence[tuple[str, str]],
 def _substitute(field: Field, text: str, env: Mapping[str, str]) -> str:
     def value_of(match: re.Match[str]) -> str:
         var = match.group(1)
+        if reserved_env(var):
+            raise ConfigError([_refused(field.name, "${" + var + "}", "the value refers to")])
         if var not in env:
-            raise ConfigError([f"{field.name}: environment variable {var} is not set "
-                               f"(the value refers to ${{{var}}})"])
+            shown = _shown_name(var)
+            raise ConfigError([f"{field.name}: environment variable {shown} is not set "
+                               f"(the value refers to ${{{shown}}})"])
         return env[var]
     return ENV_REF.sub(value_of, text)
+
+
+def _env_var_problem(field: Field) -> str | None:
+    """What is wrong with a field's ``x-env-var``, if anything."""
+    name = field.env_var
+    if name is None:
+        return None
+    if not isinstance(name, str) or not ENV_NAME.match(name):
+        return (f"{field.name}: x-env-var must be an environment variable name, got "
+                f"{_shown_name(json.dumps(name) if not isinstance(name, str) else name)}")
+    if reserved_env(name):
+        return _refused(field.name, name, "x-env-var")
+    return None
 
 
 def resolved_config(skill: Skill, env: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -334,6 +386,11 @@ def resolved_config(skill: Skill, env: Mapping[str, str] | None = None) -> dict[
         except ConfigError as exc:
             problems.extend(exc.problems)
             continue
+        if _missing(value) and field.env_var is not None:
+            problem = _env_var_problem(field)
+            if problem:
+                problems.append(problem)
+                continue
         if _missing(value) and field.env_var and env.get(field.env_var):
             value = env[field.env_var]
             try:
@@ -383,7 +440,7 @@ def describe(skill: Skill) -> dict[str, Any]:
     for name, field in known.items():
         if name in stored:
             value, source = stored[name], "set"
-        elif field.env_var and os.environ.get(field.env_var):
+        elif field.env_var and not _env_var_problem(field) and os.environ.get(field.env_var):
             value, source = os.environ[field.env_var], "env"
         elif field.has_default:
             value, source = field.default, "default"
@@ -414,8 +471,40 @@ def describe(skill: Skill) -> dict[str, Any]:
         "builtin": is_builtin(skill),
         "enabled": is_enabled(skill),
         "fields": rows,
+        "envReads": env_reads(skill),
         "problems": problems,
     }
+
+
+def env_reads(skill: Skill) -> list[dict[str, Any]]:
+    """Every environment variable of the daemon the skill's settings name, and whether
+    it is read: ``{"name", "field", "via": "x-env-var" | "setting", "refused"}``. An
+    ``x-env-var`` is read only while its field has no saved value, but it is listed
+    anyway: it is what the skill's author asks for."""
+    try:
+        stored = stored_config(skill)
+    except ConfigError:
+        stored = {}
+    reads: list[dict[str, Any]] = []
+    for name, field in fields(skill.config_schema).items():
+        if field.env_var is not None:
+            valid = isinstance(field.env_var, str) and bool(ENV_NAME.match(field.env_var))
+            reads.append({"name": _shown_name(field.env_var), "field": name, "via": "x-env-var",
+                          "refused": not valid or reserved_env(field.env_var)})
+        value = stored.get(name)
+        for var in (ENV_REF.findall(value) if isinstance(value, str) else []):
+            reads.append({"name": _shown_name(var), "field": name, "via": "setting",
+                          "refused": reserved_env(var)})
+    return reads
+
+
+def describe_env_reads(reads: Sequence[Mapping[str, Any]]) -> str:
+    """One line for people: ``OPENAI_API_KEY (apiKey, x-env-var)``, refused ones marked."""
+    parts = []
+    for r in reads:
+        note = "; refused: one of the runtime's own" if r["refused"] else ""
+        parts.append(f"{r['name']} ({r['field']}, {r['via']}{note})")
+    return ", ".join(parts) or "none"
 
 
 # -- enabled / disabled --------------------------------------------------------------------------
