@@ -24,6 +24,14 @@ N+1: two beats in one scene would crowd the narration.
 Everything is pure: ``transition`` takes the tracker and returns a new one, and
 the tracker is a small JSON document the session saves with its turn. Branching
 a session is restoring the tracker saved with the scene it branches from.
+
+The tracker is saved by *replacement* (``replacing``), never by deep merge: a merge
+cannot delete keys, so a beat that left ``due`` when it triggered stayed there and,
+from the next transition on, triggered again at every scene.
+
+A triggered beat happens only in a scene whose narration is told with its text; a
+scene that cannot (a fallback, a skill's own narration) saves ``Transition.deferred``,
+where the beat is still due.
 """
 
 from __future__ import annotations
@@ -98,6 +106,19 @@ class Transition:
     triggered: tuple[Beat, ...]      # to bring about in this scene, most important first
     skipped: tuple[Skip, ...]        # ruled out at this transition
     tracker: BeatTracker
+    # The scene each triggered beat fell due in: what ``deferred`` puts back.
+    fell_due: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def deferred(self) -> BeatTracker:
+        """The tracker after this transition with its triggered beats still due: save
+        it when the scene could not tell them (its narration was not the narrator's),
+        so their consequences wait for a scene that tells them (the deadline holds)."""
+        now = {b.id for b in self.triggered}
+        after = self.tracker
+        return BeatTracker(after.scene, {k: v for k, v in after.triggered.items() if k not in now},
+                           {**after.due, **{k: self.fell_due.get(k, self.scene) for k in now}},
+                           after.skipped, after.chosen)
 
     @property
     def guidance(self) -> tuple[str, ...]:
@@ -154,6 +175,7 @@ def transition(beats: Sequence[Beat], tracker: BeatTracker, scene: int,
 
     ranked = sorted(due, key=lambda i: (-by_id[i].priority, due[i], i))
     now = ranked[:1] + [i for i in ranked[1:] if scene - due[i] >= DEADLINE_SCENES]
+    fell_due = {i: due[i] for i in now}
     for beat_id in now:
         triggered[beat_id] = scene
         del due[beat_id]
@@ -161,7 +183,7 @@ def transition(beats: Sequence[Beat], tracker: BeatTracker, scene: int,
     newly = _unreachable(beats, scene, triggered, due, skipped)
     skipped.update((s.beat_id, s.reason) for s in newly)
     after = BeatTracker(scene, triggered, due, skipped, frozenset(chosen))
-    return Transition(scene, tuple(by_id[i] for i in now), tuple(newly), after)
+    return Transition(scene, tuple(by_id[i] for i in now), tuple(newly), after, fell_due)
 
 
 def eligible(beat: Beat, scene: int, triggered: Mapping[str, int], state: Mapping[str, Any],
@@ -254,6 +276,22 @@ def _unreachable(beats: Sequence[Beat], scene: int, triggered: Mapping[str, int]
     return found
 
 
+def replacing(old: Any, new: Mapping[str, Any]) -> dict[str, Any]:
+    """A state patch that, deep-merged onto ``old``, leaves exactly ``new``: every key
+    of ``old`` that ``new`` lacks is deleted (``null``, spec §2.4), at every depth."""
+    patch: dict[str, Any] = {}
+    before = old if isinstance(old, Mapping) else {}
+    for key in before:
+        if key not in new:
+            patch[key] = None
+    for key, value in new.items():
+        if isinstance(value, Mapping) and isinstance(before.get(key), Mapping):
+            patch[key] = replacing(before[key], value)
+        else:
+            patch[key] = json.loads(json.dumps(value))
+    return patch
+
+
 def _same(actual: Any, expected: Any) -> bool:
     # true is not 1 here: a flag and a count are different things to an author.
     if isinstance(actual, bool) or isinstance(expected, bool):
@@ -276,4 +314,4 @@ def _merge(into: dict[str, Any], patch: Mapping[str, Any]) -> None:
 
 
 __all__ = ["DEADLINE_SCENES", "BeatTracker", "Skip", "Transition", "eligible", "holds",
-           "npc_value", "transition"]
+           "npc_value", "replacing", "transition"]

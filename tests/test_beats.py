@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from narratoria.runtime.beat_tracker import BeatTracker, Skip, transition
+from narratoria.runtime.beat_tracker import BeatTracker, Skip, replacing, transition
 from narratoria.runtime.campaign import CampaignError, Problem, discover
 from narratoria.runtime.campaign.beats import (
     Beat,
@@ -506,6 +506,54 @@ def test_the_tracker_survives_json_and_plays_on_the_same():
     assert BeatTracker.from_json(None) == BeatTracker()
     with pytest.raises(ValueError):
         BeatTracker.from_json({"scene": 1})
+
+
+def saved_through_the_state(beats: list[Beat], scenes: int) -> list[list[str]]:
+    """Each scene's triggered beats when the tracker is saved into a session state with
+    ``replacing`` after every transition, as the daemon saves it (campaign/loaded.py)."""
+    state = SessionState()
+    fired = []
+    for scene in range(1, scenes + 1):
+        saved = state.get("plot.beats")
+        t = transition(beats, BeatTracker.from_json(saved), scene, state)
+        state.apply_patch({"plot": {"beats": replacing(saved, t.tracker.to_json())}})
+        fired.append([b.id for b in t.triggered])
+    return fired
+
+
+def test_the_saved_tracker_replaces_the_old_one_so_no_beat_triggers_twice():
+    # Both fall due in scene 1; "encounters" waits a scene, then leaves `due`.
+    beats = [beat("premise", priority=5, scene_max=3), beat("encounters", scene_max=8)]
+    assert saved_through_the_state(beats, 6) == [["premise"], ["encounters"], [], [], [], []]
+    # Saved by a plain deep merge, `due` keeps "encounters" after it triggered:
+    state = SessionState()
+    fired = []
+    for scene in range(1, 7):
+        t = transition(beats, BeatTracker.from_json(state.get("plot.beats")), scene, state)
+        state.apply_patch({"plot": {"beats": t.tracker.to_json()}})
+        fired.append([b.id for b in t.triggered])
+    assert fired[2:] == [["encounters"]] * 4  # the stale trigger replacing() prevents
+
+
+def test_replacing_deletes_what_the_new_document_lacks_at_every_depth():
+    old = {"due": {"a": 1, "b": 2}, "triggered": {"c": 1}, "gone": [1], "keep": {"x": {"y": 1}}}
+    new = {"due": {"b": 2}, "triggered": {"c": 1, "a": 3}, "keep": {"x": {}}}
+    state = SessionState({"plot": {"beats": old}})
+    state.apply_patch({"plot": {"beats": replacing(old, new)}})
+    assert state.get("plot.beats") == new
+    assert replacing(None, new) == new
+
+
+def test_a_deferred_transition_keeps_its_beats_due_for_the_next_scene():
+    beats = [beat("premise", priority=5, scene_max=3), beat("encounters", scene_max=8)]
+    first = transition(beats, BeatTracker(), 1, {})
+    assert [b.id for b in first.triggered] == ["premise"]
+    held = first.deferred
+    assert dict(held.due) == {"premise": 1, "encounters": 1} and dict(held.triggered) == {}
+    second = transition(beats, held, 2, {})
+    assert [b.id for b in second.triggered] == ["premise"]  # most important first
+    third = transition(beats, second.tracker, 3, {})
+    assert [b.id for b in third.triggered] == ["encounters"]  # its two scenes are up
 
 
 def test_beats_read_from_files_drive_the_tracker(tmp_path: Path):
