@@ -18,7 +18,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from narratoria.proto import narratoria_pb2 as pb
 
 __all__ = [
-    "TurnRenderer", "dice_line", "format_choices", "format_patch", "format_session",
+    "TurnRenderer", "check_line", "dice_line", "format_choices", "format_patch", "format_session",
     "format_session_line", "format_state", "format_status", "format_timings", "render_turn",
 ]
 
@@ -107,6 +107,15 @@ def dice_line(doc: Any) -> str | None:
     if roll.get("reason"):
         line += f"  {roll['reason']}"
     return line + "\n"
+
+
+def check_line(m: pb.Check) -> str:
+    """``  ⚖ vigour check: 2d6 7+2 = 9 vs 10 → partial; cost: Vigour -10``: a risky
+    action the engine resolved (its ``check`` turn event)."""
+    stat = f"{m.stat} check" if m.stat else "check"
+    cost = f"; cost: {m.cost}" if m.cost and m.cost != "none" else ""
+    return (f"  ⚖ {stat}: {m.formula or '2d6'} {m.roll}{m.modifier:+d} = {m.total} "
+            f"vs {m.difficulty} → {m.outcome}{cost}\n")
 
 
 def _leaves(tree: Mapping[str, Any], prefix: str = "") -> Iterable[tuple[str, Any]]:
@@ -272,6 +281,9 @@ class TurnRenderer:
     def _fallback(self, m: pb.Fallback) -> str:
         reason = f": {m.reason}" if m.reason else ""
         return f"  ! fallback after {m.attempts} attempt(s){reason}\n"
+
+    def _check(self, m: pb.Check) -> str:
+        return check_line(m)
 
     def _narration(self, m: pb.NarrationToken) -> str:
         self._narrated = self._narrated or bool(m.text)

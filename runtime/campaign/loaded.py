@@ -12,19 +12,25 @@ playthrough needs, read from the same folder once and kept by the daemon:
   guidance at every scene (``guidance``), and the beat tracker's saved state.
 
 The beat tracker lives in the state tree at ``plot.beats``: it is saved with every
-turn in the same write, and a branch from scene N restores it as it was after
-scene N-1, with nothing else to keep in step.
+turn in the same write (replacing the saved one, never merged into it), and a branch
+from scene N restores it as it was after scene N-1, with nothing else to keep in step.
+A beat's consequences are applied only by a scene that hands the beat's text to the
+narrator (``SceneGuidance.state_patch``); any other scene keeps it due
+(``SceneGuidance.deferred_patch``).
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..beat_tracker import BeatTracker, transition
+from ..beat_tracker import BeatTracker, replacing, transition
+from ..canon import Canon, load_canon
+from ..resolution import Rules, rules_from
+from ..second_person import beat_sentence
 from ..state import SessionState, StatRange
 from .assets import AssetRecord, load_assets
 from .beats import Beat, read_beats
@@ -46,12 +52,24 @@ _TRAIT_FIELDS = ("traits", "core_traits", "faction", "role")
 
 @dataclass(frozen=True)
 class SceneGuidance:
-    """What the campaign asks of one scene, and the tracker state to save with it."""
+    """What the campaign asks of one scene, and the tracker state to save with it.
+
+    ``state_patch`` is for a scene told with the triggered beats' text (``lines``,
+    ``sentences``); a scene told without it saves ``deferred_patch`` instead, where the
+    beats stay due and none of their consequences apply. Both replace the saved
+    tracker (``beat_tracker.replacing``)."""
 
     lines: tuple[str, ...]            # for the narrator: beats due now, stats' prompts
     state_patch: dict[str, Any]       # the triggered beats' consequences, tracker included
     triggered: tuple[str, ...]        # beat ids
     skipped: tuple[tuple[str, str], ...]  # (beat id, why), for authors' logs
+    deferred_patch: dict[str, Any] = field(default_factory=dict)  # the tracker, beats still due
+    # The tracker document after this scene's transition (``state_patch`` holds it as a
+    # replacing patch, with nulls for what it deletes: read this one instead).
+    tracker: dict[str, Any] = field(default_factory=dict)
+    # Each triggered beat's description as story prose ("you meet Meret Alder…"),
+    # second_person.beat_sentence; a beat whose description cannot be retold has none.
+    sentences: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -82,6 +100,19 @@ class LoadedCampaign:
     def assets(self) -> tuple[AssetRecord, ...]:
         """The accepted assets (assets.py): a rejected one (§6.2.14) is not among them."""
         return tuple(load_assets(self.root))
+
+    @functools.cached_property
+    def rules(self) -> Rules:
+        """Its rules for risky actions (resolution.py): ``check_difficulty``, its stats."""
+        rules, problem = rules_from(list(self.stats), self.manifest.fields)
+        if problem:
+            log.warning("campaign %s: %s: %s", self.id, self.manifest.file, problem)
+        return rules
+
+    @functools.cached_property
+    def canon(self) -> Canon:
+        """Its names, for the narrator and the name relay (canon.py); reads its files."""
+        return load_canon(self.root, self.manifest.fields)
 
     @functools.cached_property
     def icons(self) -> IconIndex:
@@ -123,14 +154,20 @@ class LoadedCampaign:
         except ValueError as exc:
             log.warning("campaign %s scene %d: beats not advanced: %s", self.id, scene, exc)
             return SceneGuidance(self.stat_lines(state), {}, (), ())
-        tracker_doc = {TRACKER_PATH[0]: {TRACKER_PATH[1]: moved.tracker.to_json()}}
-        patch = merge_trees(moved.state_patch, tracker_doc)
+        def saving(tracker: BeatTracker) -> dict[str, Any]:
+            # Replaced, not merged: a merge keeps the beats that left `due` (stale
+            # `due` beats then trigger again at every scene).
+            return {TRACKER_PATH[0]: {TRACKER_PATH[1]: replacing(saved, tracker.to_json())}}
+
+        patch = merge_trees(moved.state_patch, saving(moved.tracker))
         lines = [f"Plot beat — {g}" for g in moved.guidance]
         if moved.ending:
             lines.append("Plot: this is an ending; steer the scene gently toward its conclusion.")
         lines += self.stat_lines(state)
+        told = tuple(s for b in moved.triggered if (s := beat_sentence(b.description)))
         return SceneGuidance(tuple(lines), patch, tuple(b.id for b in moved.triggered),
-                             tuple((s.beat_id, s.reason) for s in moved.skipped))
+                             tuple((s.beat_id, s.reason) for s in moved.skipped),
+                             saving(moved.deferred), told, moved.tracker.to_json())
 
 
 def load_campaign(root: Path) -> LoadedCampaign:

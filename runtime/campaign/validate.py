@@ -80,6 +80,8 @@ def validate(root: Path) -> ValidationReport:
         if find_manifest(root) is None:
             # Not a campaign at all (a home folder, "/"): say so without reading it.
             return ValidationReport(root, None, [], problems)
+    if manifest is not None:
+        problems += _engine_fields(root, manifest)
     everything = discover(root, oversized=True)
     files = [f for f in everything if not f.too_large]
     present = {f.relative for f in everything}
@@ -103,6 +105,26 @@ def validate(root: Path) -> ValidationReport:
     for rest in by_file.values():
         problems += rest
     return ValidationReport(root, manifest, files, problems)
+
+
+def _engine_fields(root: Path, manifest: Manifest) -> list[Problem]:
+    """The manifest's fields for the engine (risky actions, invented names): a bad value
+    is a warning, since the campaign plays on with the default (resolution.py, canon.py)."""
+    from ..canon import forbids_new_names
+    from ..resolution import rules_from
+
+    found = [rules_from((), manifest.fields)[1], forbids_new_names(manifest.fields)[1]]
+    try:
+        lines = (root / manifest.file).read_text("utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        lines = []
+    out = []
+    for problem in filter(None, found):
+        key, _, message = problem.partition(": ")
+        line = next((i for i, text in enumerate(lines, 1)
+                     if re.match(rf"\s*[\"']?{re.escape(key)}[\"']?\s*:", text)), 1)
+        out.append(Problem(manifest.file, line, key, message, "warning"))
+    return out
 
 
 def _size_problems(files: list[CampaignFile]) -> list[Problem]:

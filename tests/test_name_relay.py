@@ -1,0 +1,123 @@
+"""Canonical names (runtime/canon.py) on the built-in campaigns: misspelt names corrected,
+invented people removed where the campaign forbids them, and the streamed relay that
+never lets a client see a wrong spelling, whatever the pieces' boundaries."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from conftest import REPO
+from narratoria.runtime.campaign.loaded import load_campaign
+from narratoria.runtime.canon import NameRelay, correct, fixes, forbids_new_names, scene_names
+from narratoria.runtime.planner.narration_scores import misspelt_names
+
+
+@pytest.fixture(scope="module")
+def ebb():
+    return load_campaign(REPO / "campaigns" / "long_ebb").canon
+
+
+@pytest.fixture(scope="module")
+def ninth():
+    return load_campaign(REPO / "campaigns" / "ninth_milestone").canon
+
+
+STORY = ("You find Odille Ven by her last kiln. \"Sit,\" Odile says, and Tamsin Cusk watches "
+         "from the door while Meret Aldr waits in the Guildhal below the quay.")
+
+
+def test_misspelt_names_are_corrected_to_the_campaigns_own(ebb):
+    fixed = correct(ebb, STORY)
+    assert fixed == ("You find Odile Ven by her last kiln. \"Sit,\" Odile says, and Tamsin Cask "
+                     "watches from the door while Meret Alder waits in the Guildhall below the "
+                     "quay.")
+    # What the eval counts as misspelt is exactly what was corrected.
+    assert misspelt_names(STORY, ebb.lexicon) and not misspelt_names(fixed, ebb.lexicon)
+    assert correct(ebb, fixed) == fixed
+    assert [f.was for f in fixes(ebb, STORY)] == ["Odille", "Cusk", "Aldr", "Guildhal"]
+
+
+def pieces(text: str, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    out, at = [], 0
+    while at < len(text):
+        step = rng.randint(1, 7)
+        out.append(text[at:at + step])
+        at += step
+    return out
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_stream_never_shows_a_wrong_spelling_whatever_the_pieces(ebb, seed):
+    relay = NameRelay(ebb)
+    shown = ""
+    for piece in pieces(STORY, seed):
+        shown += relay.feed(piece)
+        for wrong in ("Odille", "Cusk", "Aldr", "Guildhal "):
+            assert wrong not in shown, shown
+        assert correct(ebb, STORY).startswith(shown)  # shown text is never taken back
+    shown += relay.flush()
+    assert shown == correct(ebb, STORY)
+
+
+def test_the_relay_holds_back_only_a_few_words(ebb):
+    relay = NameRelay(ebb)
+    shown = relay.feed("You walk along the quay toward the booth where the wardens ")
+    assert shown == "You walk along the quay toward the "
+    assert relay.feed("Odi") == "booth "  # a new word lets one more go, never itself
+    assert "Odi" not in relay.feed("lle ")
+    rest = relay.feed("waits with a ledger in her hands. ") + relay.flush()
+    assert "Odile waits" in rest and "Odille" not in rest
+    assert [(f.was, f.text) for f in relay.changes] == [("Odille", "Odile")]
+
+
+def test_invented_people_are_removed_only_where_the_campaign_forbids_them(ebb, ninth):
+    text = ("Orla Finch sets down her satchel. \"Come in,\" Mara says. A man named Jonas "
+            "waits by the door, and Captain Reed frowns. Wind whispers through the pass. "
+            "Her brother Aldo is to hang at the assizes.")
+    assert ninth.forbid_new_names and not ebb.forbid_new_names
+    assert correct(ninth, text) == (
+        "Orla Finch sets down her satchel. \"Come in,\" someone says. A man waits by the "
+        "door, and someone frowns. Wind whispers through the pass. Her brother Aldo is to "
+        "hang at the assizes.")  # Aldo is in Orla Finch's file: canon, not invented
+    assert correct(ebb, text) == text
+    # Names the player's own action used are theirs to have in the story.
+    assert correct(ninth, text, allowed=frozenset({"mara"})).count("Mara says") == 1
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_invented_names_never_reach_the_stream_either(ninth, seed):
+    text = "Mara nods at Orla Fnch. Someone asks for bread, and Brother Tobin laughs softly."
+    relay = NameRelay(ninth)
+    shown = ""
+    for piece in pieces(text, seed):
+        shown += relay.feed(piece)
+        assert "Mara" not in shown and "Tobin" not in shown and "Fnch" not in shown
+    shown += relay.flush()
+    assert shown == "Someone nods at Orla Finch. Someone asks for bread, and someone laughs softly."
+
+
+def test_a_manifest_says_whether_invented_people_are_allowed():
+    assert forbids_new_names({"invented_names": "forbid"}) == (True, "")
+    assert forbids_new_names({"invented_names": "allow",
+                              "hydration_guidance": "never a second stranger"}) == (False, "")
+    assert forbids_new_names({"hydration_guidance": "invent weather freely, but never a "
+                                                    "second stranger"}) == (True, "")
+    assert forbids_new_names({"hydration_guidance": "Do not invent new characters."})[0]
+    assert forbids_new_names({"hydration_guidance": "Invent minor townsfolk freely."}) == (False, "")
+    assert forbids_new_names({}) == (False, "")
+    forbid, problem = forbids_new_names({"invented_names": "x" * 500})
+    assert not forbid and problem.startswith("invented_names: expected allow or forbid, got 'xxx")
+    assert problem.endswith("; read from hydration_guidance instead (allow)")
+    assert len(problem) < 160  # never the whole value
+
+
+def test_the_narrator_gets_the_canonical_names_of_what_is_in_the_scene(ebb):
+    state = {"world": {"location": "brinehollow_quay"},
+             "player": {"inventory": {"tide_lantern": {"quantity": 1}, "boathook": {}}}}
+    names = scene_names(ebb, state, ["odile_venn"], ["I ask Wick about the tide", "Tamsin waits."])
+    assert names == ("Odile Venn", "Wick", "Tamsin Cask", "Brinehollow Quay", "Tide Lantern",
+                     "Boathook")
+    assert scene_names(ebb, {}, [], []) == ()
