@@ -25,6 +25,7 @@ from typing import Any, AsyncIterator, Callable
 import ray
 
 from narratoria.runtime.analytics import AnalyticsLog
+from narratoria.runtime.canon import Canon, scene_names
 from narratoria.runtime.campaign import CampaignError
 from narratoria.runtime.campaign.library import CampaignLibrary, CampaignNotFound
 from narratoria.runtime.campaign.loaded import LoadedCampaign, merge_trees
@@ -37,6 +38,7 @@ from narratoria.runtime.planner.base import PlanRequest
 from narratoria.runtime.planner.fixed import FixedPlanner
 from narratoria.runtime.planner.narration import NarrationContext
 from narratoria.runtime.planner.pattern import PatternPlanner
+from narratoria.runtime.resolution import Rules
 from narratoria.runtime.scene import SceneInput, SceneServices, run_scene, scene_summary
 from narratoria.runtime.sessions import SessionEnded, SessionRecord
 from narratoria.runtime.state import SessionState
@@ -265,6 +267,18 @@ class CoordinatorActor:
             log.warning("campaign %s: plays without beats or stat guidance: %s", campaign_id, exc)
             return None
 
+    @staticmethod
+    async def _canon(campaign: LoadedCampaign | None) -> Canon | None:
+        """The campaign's names (read once per load); None costs the turn only its
+        name corrections."""
+        if campaign is None:
+            return None
+        try:
+            return await asyncio.to_thread(lambda: campaign.canon)
+        except Exception:  # noqa: BLE001
+            log.warning("campaign %s: names unavailable", campaign.id, exc_info=True)
+            return None
+
     async def start_turn(self, session_id: str, owner: str | None, text: str | None,
                          choice: int | None, plan_json: str | None = None,
                          execute_only: bool = False) -> str:
@@ -294,8 +308,13 @@ class CoordinatorActor:
         campaign = await self._campaign(session.campaign)
         guidance = (campaign.guidance(session.turns + 1, state, player_input)
                     if campaign is not None else None)
-        if guidance is not None:
-            state.apply_patch(guidance.state_patch)  # beat consequences, the tracker's step
+        # The beats' consequences wait for the scene's narration (run_scene applies them
+        # with the beats' text, or keeps the beats due); the campaign's rules and names
+        # are read on first use (the files: off the event loop).
+        canon = await self._canon(campaign)
+        names = (scene_names(canon, state.tree, [v.npc_id for v in opened.npcs],
+                             [player_input, session.last_narration])
+                 if canon is not None else ())
         scene = SceneInput(session_id=session_id, playthrough_id=session.playthrough_id,
                            turn_number=session.turns + 1, player_input=player_input,
                            state=state, last_narration=session.last_narration,
@@ -303,7 +322,12 @@ class CoordinatorActor:
                            execute_only=execute_only,
                            guidance=guidance.lines if guidance else (),
                            beats_triggered=guidance.triggered if guidance else (),
-                           beats_skipped=guidance.skipped if guidance else ())
+                           beats_skipped=guidance.skipped if guidance else (),
+                           beat_patch=guidance.state_patch if guidance else {},
+                           beat_deferred_patch=guidance.deferred_patch if guidance else {},
+                           beat_sentences=guidance.sentences if guidance else (),
+                           rules=campaign.rules if campaign is not None else Rules(),
+                           canon=canon, names=names)
         turn.task = asyncio.create_task(self._run(turn, scene, opened.moment_id, plan))
         return turn.id
 

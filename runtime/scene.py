@@ -6,6 +6,13 @@ execute → aggregate (state patches, assets, ui events) → narration (streamed
 NPCs the player's input names get their own knowledge into the narration context
 (``SceneInput.npcs``, from ``storyline.open_scene``; a ``knowledge`` event says which).
 
+The engine decides, the model narrates (issue 20): a risky action is resolved here
+(``resolution.py``) once the plan has run — a ``check`` event, the cost's state patch —
+and the narration's first sentence, the *lead*, is the engine's; a plot beat's
+consequences are applied only in a scene whose narration is handed the beat's text
+(else the beat stays due); the narrator's stream reaches the client through the
+campaign's name relay (``canon.py``), so a misspelt name is never shown.
+
 The services are injected (plain Python here; the daemon's coordinator passes
 adapters over its actors), so the pipeline runs the same in a test, a CLI and the
 daemon. Whatever fails — planner, executor, narrator, memory — the player still
@@ -18,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -27,6 +35,7 @@ from typing import Any, Protocol
 import msgspec
 
 from .analytics import AnalyticsLog
+from .canon import Canon, NameRelay, correct
 from .executor import ExecutorEvent
 from .grounding import GroundingReport, facts_for_narration, report
 from .npcs import NpcView
@@ -35,7 +44,11 @@ from .planner.base import Planner
 from .planner.choices import clean_choices, fallback_choices
 from .planner.context import Fragment
 from .planner.narration import NarrationContext
+from .planner.narration_scores import excerpt
 from .replan import Executor, ReplanLoop, TurnOutcome, success_narration
+from .resolution import Check, Deed, Roll, Rules, choose_lead, classify, engine_roll, resolve, \
+    roller_roll
+from .second_person import deed_phrase, you_form
 from .skills.discovery import SkillScript
 from .state import SessionState
 from .store import MemoryEvent
@@ -96,6 +109,17 @@ class SceneInput:
     guidance: tuple[str, ...] = ()
     beats_triggered: tuple[str, ...] = ()
     beats_skipped: tuple[tuple[str, str], ...] = ()
+    # The triggered beats' consequences with the tracker (applied only when the scene is
+    # narrated with their text), the tracker with them still due (applied otherwise),
+    # and their descriptions as story prose for the lead (campaign/loaded.py).
+    beat_patch: dict[str, Any] = field(default_factory=dict)
+    beat_deferred_patch: dict[str, Any] = field(default_factory=dict)
+    beat_sentences: tuple[str, ...] = ()
+    # The campaign's rules for checks and its names (resolution.py, canon.py), and the
+    # canonical names of what is in this scene (canon.scene_names).
+    rules: Rules = field(default_factory=Rules)
+    canon: Canon | None = None
+    names: tuple[str, ...] = ()
 
 
 @dataclass
@@ -279,29 +303,37 @@ async def run_scene(services: SceneServices, scene: SceneInput, emit: Emit) -> S
 
     state = scene.state
     context = NarrationContext(player_input=scene.player_input)
+    told = "" if outcome.fallback else _skill_narration(outcome)
+    if not outcome.fallback:
+        assert outcome.result is not None
+        state = SessionState(outcome.result.aggregatedState, scene.state.stats)
+    # The engine decides a risky action; a skill that told the turn itself, or a
+    # skills-only turn, is not narrated by the engine and resolves nothing.
+    check = None if (scene.execute_only or told) else _resolve(scene, outcome, state, emit)
     if outcome.fallback:
+        _settle_beats(emit, scene, state, narrated=False)
         emit("fallback", {"attempts": len(outcome.attempts),
                           "reason": (outcome.attempts[-1].error or outcome.attempts[-1].outcome)
                           if outcome.attempts else "no attempt"})
-        narration = outcome.narration
+        narration = _lead(scene, check, state, beats=False) or outcome.narration
         emit("narration", {"text": narration})
-    elif told := _skill_narration(outcome):
+    elif told:
         # A storyteller skill in the plan narrated the turn: its prose is the narration.
-        assert outcome.result is not None
-        state = SessionState(outcome.result.aggregatedState, scene.state.stats)
+        _settle_beats(emit, scene, state, narrated=False)
         narration = told
         emit("narration", {"text": narration})
     elif scene.execute_only:
         assert outcome.result is not None and outcome.plan is not None
-        state = SessionState(outcome.result.aggregatedState, scene.state.stats)
+        _settle_beats(emit, scene, state, narrated=False)
         narration = outcome.plan.narrative or success_narration(outcome.plan, outcome.result)
         emit("narration", {"text": narration})
     else:
         assert outcome.result is not None
-        state = SessionState(outcome.result.aggregatedState, scene.state.stats)
+        _settle_beats(emit, scene, state, narrated=True)
         emit("phase", {"phase": "NARRATING", "attempt": len(outcome.attempts)})
         since = time.monotonic()
         facts = facts_for_narration(scene.facts) if scene.facts else None
+        canon = scene.canon
         context = NarrationContext(
             facts=facts.text if facts else "",
             player_input=scene.player_input, scene=scene.last_narration,
@@ -309,8 +341,15 @@ async def run_scene(services: SceneServices, scene: SceneInput, emit: Emit) -> S
             state=_narratable(state),
             npc_knowledge=tuple(v.line() for v in scene.npcs),
             npc_perception={v.name: v.perception for v in scene.npcs if v.perception is not None},
-            player_stats=player_stats(state), guidance=scene.guidance)
-        narration = await _narrate(services.narrator, context, emit)
+            player_stats=player_stats(state), guidance=scene.guidance,
+            lead=_lead(scene, check, state, beats=True),
+            outcome=check.outcome if check is not None else "", names=scene.names,
+            rating=canon.rating if canon is not None else "",
+            forbid_new_names=canon.forbid_new_names if canon is not None else False)
+        relay = NameRelay(canon, _allowed_names(scene, state)) if canon is not None else None
+        narration = await _narrate(services.narrator, context, emit, relay)
+        if relay is not None:
+            _log_names(emit, scene, relay)
         if not narration.strip():
             narration = success_narration(outcome.plan, outcome.result) if outcome.plan else ""
             emit("narration", {"text": narration})
@@ -340,11 +379,115 @@ async def run_scene(services: SceneServices, scene: SceneInput, emit: Emit) -> S
 
 
 def _log_beats(emit: Emit, scene: SceneInput) -> None:
-    for beat in scene.beats_triggered:
-        emit("log", {"level": "info", "message": f"plot beat triggered: {beat}", "source": "plot"})
     for beat, why in scene.beats_skipped:
         emit("log", {"level": "info", "message": f"plot beat skipped: {beat} ({why})",
                      "source": "plot"})
+
+
+def _settle_beats(emit: Emit, scene: SceneInput, state: SessionState, narrated: bool) -> None:
+    """The scene's beats happen when it is narrated with their text (consequences and
+    tracker); otherwise they stay due for a later scene (the tracker alone)."""
+    patch = scene.beat_patch if narrated else scene.beat_deferred_patch
+    if patch:
+        try:
+            state.apply_patch(patch)
+        except (ValueError, TypeError) as exc:  # a cap: the story goes on without the beat
+            log.warning("session %s scene %d: plot beats not saved: %s", scene.session_id,
+                        scene.turn_number, exc)
+            return
+    for beat in scene.beats_triggered:
+        message = (f"plot beat triggered: {beat}" if narrated else
+                   f"plot beat deferred: {beat} (this scene is not told by the narrator)")
+        emit("log", {"level": "info", "message": message, "source": "plot"})
+
+
+def _plan_roll(outcome: TurnOutcome) -> Roll | None:
+    """The dice-roller's last roll in the plan, if it rolled."""
+    if outcome.result is None:
+        return None
+    found = None
+    for ui in outcome.result.uiEvents:
+        if ui.get("event") == "dice_roll":
+            found = roller_roll(_payload(ui)) or found
+    return found
+
+
+def _target(scene: SceneInput) -> tuple[str | None, float | None, str]:
+    """The NPC a deed is aimed at: (id, its perception of the player, its name)."""
+    if scene.npcs:
+        npc = scene.npcs[0]
+        return npc.npc_id, npc.perception, npc.name
+    if scene.canon is not None:
+        for mention in scene.canon.lexicon.named_in(scene.player_input):
+            entity = scene.canon.lexicon.get(mention.entity)
+            if entity is not None and entity.kind == "npc":
+                return entity.id, None, entity.name
+    return None, None, ""
+
+
+def _resolve(scene: SceneInput, outcome: TurnOutcome, state: SessionState,
+             emit: Emit) -> Check | None:
+    """Resolve a risky action (resolution.py): the ``check`` event and the cost's patch."""
+    rolled = _plan_roll(outcome)
+    deed = classify(scene.player_input)
+    if deed is None and rolled is None:
+        return None
+    if deed is None:  # the plan rolled for it: the roll must decide something
+        deed = Deed("chance", deed_phrase(scene.player_input), False)
+    npc, perception, _ = _target(scene)
+    roll = rolled or engine_roll(scene.session_id, scene.turn_number)
+    check = resolve(deed, scene.rules, state.tree, roll, npc, perception)
+    if check.patch:
+        try:
+            state.apply_patch(dict(check.patch))
+        except (ValueError, TypeError) as exc:  # a cap refused it: the outcome still stands
+            log.warning("session %s scene %d: the check's cost was not applied: %s",
+                        scene.session_id, scene.turn_number, exc)
+    emit("check", check.event())
+    log.info("session %s scene %d: %s check, %s %d%+d=%d vs %d: %s (cost: %s)",
+             scene.session_id, scene.turn_number, check.deed, check.formula, check.roll,
+             check.modifier, check.total, check.difficulty, check.outcome, check.cost)
+    return check
+
+
+def _lead(scene: SceneInput, check: Check | None, state: SessionState, beats: bool) -> str:
+    """The narration's first sentence(s), the engine's: the check's outcome and cost,
+    then (``beats``) the triggered beats as story prose, after the action when no check."""
+    canon = scene.canon
+
+    def fix(text: str) -> str:
+        return correct(canon, text) if canon is not None else text
+
+    parts: list[str] = []
+    if check is not None:
+        _, _, name = _target(scene)
+        parts.append(choose_lead(check, deed_phrase(scene.player_input),
+                                 f"{scene.session_id}:{scene.turn_number}", scene.last_narration,
+                                 fix, check.category, name))
+    if beats and scene.beat_sentences:
+        if not parts and (opener := you_form(scene.player_input)):
+            parts.append(fix(opener) + ".")
+        parts += scene.beat_sentences
+    return " ".join(parts)
+
+
+def _allowed_names(scene: SceneInput, state: SessionState) -> frozenset[str]:
+    """Capitalised words never taken for invented people: the action's own, the player's
+    name."""
+    words = set(re.findall(r"\b[A-Z][A-Za-z'’-]+", scene.player_input))
+    name = state.get("player.name")
+    if isinstance(name, str):
+        words |= set(name.split())
+    return frozenset(w.lower() for w in words)
+
+
+def _log_names(emit: Emit, scene: SceneInput, relay: NameRelay) -> None:
+    for fix in relay.changes:
+        was = excerpt(fix.was, budget=40)
+        message = (f"name corrected: {was!r} -> {fix.text!r}" if fix.why == "misspelt" else
+                   f"invented name removed: {was!r}")
+        emit("log", {"level": "info", "message": message, "source": "names"})
+        log.info("session %s scene %d: %s", scene.session_id, scene.turn_number, message)
 
 
 def _log_grounding(emit: Emit, scene: SceneInput, grounding: GroundingReport) -> None:
@@ -372,17 +515,46 @@ async def _recall(memory: Memory, scene: SceneInput) -> list[str]:
         return []
 
 
-async def _narrate(narrator: Narrator, context: NarrationContext, emit: Emit) -> str:
-    pieces: list[str] = []
+async def _narrate(narrator: Narrator, context: NarrationContext, emit: Emit,
+                   relay: NameRelay | None = None) -> str:
+    """The narrator's stream, shown as it comes: it begins with the engine's lead (the
+    lead is put first when the narrator did not begin with it), and passes through the
+    name relay."""
+    shown: list[str] = []
+    received = 0
+
+    def show(text: str) -> None:
+        text = relay.feed(text) if relay is not None else text
+        if text:
+            shown.append(text)
+            emit("narration", {"text": text})
+
+    lead = context.lead.strip()
+    head, started = "", not lead
     try:
         async for piece in narrator.narrate(context):
-            pieces.append(piece)
-            emit("narration", {"text": piece})
+            received += 1
+            if started:
+                show(piece)
+                continue
+            head += piece
+            begun = head.lstrip()
+            if begun.startswith(lead):
+                started = True
+                show(begun)
+            elif not lead.startswith(begun):
+                started = True  # the narrator wrote its own opening: the lead goes first
+                show(lead + ("" if begun[:1] in ("\n", "") else " ") + begun)
     except asyncio.CancelledError:
         raise
     except Exception:  # noqa: BLE001 - the narrator died: keep what it said, if anything
-        log.warning("narration failed after %d pieces", len(pieces), exc_info=True)
-    return "".join(pieces).strip()
+        log.warning("narration failed after %d pieces", received, exc_info=True)
+    if not started:
+        show(lead)  # nothing past the lead (or only part of it): the lead alone
+    if relay is not None and (rest := relay.flush()):
+        shown.append(rest)
+        emit("narration", {"text": rest})
+    return "".join(shown).strip()
 
 
 async def _choose(narrator: Narrator, context: NarrationContext, narration: str) -> list[str]:

@@ -68,6 +68,18 @@ class NarrationContext:
     style: str = ""                                  # "", terse, vivid, poetic (NARRATION_STYLES)
     # The campaign's asks for this scene: plot beats due now, stats' prompts that apply.
     guidance: Sequence[str] = ()
+    # The engine's decisions (runtime/scene.py, issue 20): ``lead`` is the narration's
+    # first sentence(s), the engine's — a risky action's outcome and cost, a plot beat
+    # told — which the narration begins with verbatim and the model continues ("": none);
+    # ``outcome`` is that check's (success | partial | failure, "" without one);
+    # ``names`` the canonical names of the present NPCs, the place and the items;
+    # ``rating`` the campaign's content rating; ``forbid_new_names`` whether the campaign
+    # forbids invented people (the scene's name relay then removes any it finds).
+    lead: str = ""
+    outcome: str = ""
+    names: Sequence[str] = ()
+    rating: str = ""
+    forbid_new_names: bool = False
 
 
 def narration_messages(context: NarrationContext) -> list[dict[str, str]]:

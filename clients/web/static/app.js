@@ -362,6 +362,7 @@
         renderTools();
         break;
       }
+      case "check": entry.append(renderCheck(ev.check || {})); break;
       case "choices": setChoices((ev.choices && ev.choices.options) || []); break;
       case "done": {
         const d = ev.done || {};
@@ -438,6 +439,20 @@
     card.append(el("span", { class: "dice-total" }, "= " + text(p.total)));
     if (p.outcomeLabel || p.outcome) card.append(el("span", { class: "badge" }, text(p.outcomeLabel || p.outcome)));
     if (p.reason) card.append(el("span", { class: "muted dice-reason" }, p.reason));
+    return card;
+  }
+
+  // A risky action the engine resolved: what was rolled against what, and its cost.
+  function renderCheck(c) {
+    const card = el("div", { class: "dice-roll check" });
+    card.append(el("span", { class: "dice-icon", "aria-hidden": "true" }, "\u2696"));
+    card.append(el("strong", {}, (c.stat ? humanize(String(c.stat)) + " check" : "Check")));
+    const mod = num(c.modifier);
+    card.append(el("span", { class: "muted" }, text(c.formula || "2d6") + " " + text(c.roll) +
+      (mod ? (mod > 0 ? " +" : " ") + mod : "")));
+    card.append(el("span", { class: "dice-total" }, "= " + text(c.total) + " vs " + text(c.difficulty)));
+    if (c.outcome) card.append(el("span", { class: "badge" }, text(c.outcome)));
+    if (c.cost && c.cost !== "none") card.append(el("span", { class: "muted dice-reason" }, "cost: " + c.cost));
     return card;
   }
 
