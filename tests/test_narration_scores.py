@@ -324,3 +324,14 @@ def test_nouns_that_also_describe_are_not_dangling() -> None:
 def test_a_run_of_describing_words_after_the_article_dangles() -> None:
     assert "adjective" in ns.choice_problems("Look at the large wooden")[0]
     assert ns.choice_problems("Look at the large wooden door") == []
+
+
+def test_the_engines_check_event_as_the_client_sees_it() -> None:
+    """The proto's TurnEvent.check, through the client library's event_to_dict: the
+    shape roll_of_events reads (the contract with the engine's resolution)."""
+    from narratoria.clients.client import event_to_dict
+    from narratoria.proto import narratoria_pb2 as pb
+
+    event = event_to_dict(pb.TurnEvent(check=pb.Check(outcome="partial", roll=6, modifier=1,
+                                                      total=7, difficulty=8)))
+    assert roll_of_events([_dice_event(12), event]) == (7, "partial", "check-event")
