@@ -73,7 +73,8 @@ def scripts(registry: SkillRegistry) -> tuple:
 
 @pytest.fixture(scope="module")
 def planner(registry: SkillRegistry) -> ModelPlanner:
-    return ModelPlanner(skills=registry.get)
+    # The chat path's narration tests below; story mode: test_narration_best_of.py.
+    return ModelPlanner(skills=registry.get, narration_mode="chat")
 
 
 def report(capsys: pytest.CaptureFixture[str], text: str) -> None:

@@ -160,11 +160,13 @@ class NarrationProcessor:
     """The narration constraints as a llama-cpp-python logits processor.
 
     ``start``: how many of ``input_ids`` are the prompt before the text this
-    processor follows, and ``before``: the text (the lead) those prompt tokens end
-    with whose quotes count — the lead may open a quotation the model continues.
+    processor follows (None: all that the first call sees, as when llama-cpp-python
+    calls it after reading a prompt), and ``before``: the text (the lead) those prompt
+    tokens end with whose quotes count — the lead may open a quotation the model
+    continues.
     """
 
-    def __init__(self, vocab: NarrationVocab, *, start: int, before: str = "",
+    def __init__(self, vocab: NarrationVocab, *, start: int | None = None, before: str = "",
                  previous: PreviousTurnNgrams | None = None,
                  repeat_bias: float = REPEAT_NGRAM_BIAS,
                  soft_meta_bias: float = SOFT_META_BIAS) -> None:
@@ -177,6 +179,8 @@ class NarrationProcessor:
 
     def advance(self, input_ids: Sequence[int]) -> None:
         """Follow the tokens appended to ``input_ids`` since the last call."""
+        if self._seen is None:
+            self._seen = len(input_ids)
         quotes = self.vocab.quotes
         for token in input_ids[self._seen:]:
             token = int(token)

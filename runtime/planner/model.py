@@ -53,6 +53,17 @@ SCRIPT_DESCRIPTION_BUDGET = 120
 STATE_BUDGET = 400            # the state summary in the user turn
 INPUT_BUDGET = 500            # the player's text
 
+# Narration modes (issue 20 item 4, see .narration): "story" continues the scene as
+# prose, "chat" asks the chat template; "auto" picks by the model (resolve_narration_mode).
+NARRATION_MODES = ("story", "chat", "auto")
+# Story narration keeps the best of this many sentences side by side (.best_of);
+# measured on 2 cores: see README "Narration".
+DEFAULT_NARRATION_CANDIDATES = 3
+MAX_NARRATION_CANDIDATES = 8
+# Below this many parameters a model narrates in story mode even with a chat
+# template: SmolLM2-135M-Instruct answered the chat form with talk about the request.
+CHAT_MIN_PARAMS = 1_000_000_000
+
 
 class ModelError(RuntimeError):
     """The model cannot be loaded; the message names the file."""
@@ -208,7 +219,18 @@ class ModelPlanner:
                  max_tokens: int = 320, temperature: float = 0.2,
                  max_tools: int = MAX_TOOLS, narrative_max: int = NARRATIVE_MAX,
                  prompt_cache_mb: int = 128, skills: SkillLookup | None = None,
-                 requantize: bool | None = None) -> None:
+                 requantize: bool | None = None, narration_mode: str = "auto",
+                 narration_candidates: int = DEFAULT_NARRATION_CANDIDATES) -> None:
+        if narration_mode not in NARRATION_MODES:
+            raise ModelError(f"narration mode {narration_mode[:20]!r} is not one of "
+                             f"{', '.join(NARRATION_MODES)}")
+        if not 1 <= narration_candidates <= MAX_NARRATION_CANDIDATES:
+            raise ModelError(f"narration candidates {narration_candidates} is not between 1 "
+                             f"and {MAX_NARRATION_CANDIDATES}")
+        self.narration_setting = narration_mode
+        self.narration_mode = narration_mode  # "story" | "chat" once the model is loaded
+        self.narration_candidates = narration_candidates
+        self._narration_vocab: Any = None
         self.model_path = Path(model_path) if model_path is not None else default_model_path()
         # Load a faster equivalent of the file (see .gguf); NARRATORIA_MODEL_REQUANTIZE=0
         # keeps the file as it is.
@@ -260,7 +282,16 @@ class ModelPlanner:
             llm = self.thread.call(lambda: Llama(str(self.loaded_path), **kwargs))
         except (ValueError, RuntimeError, OSError) as exc:
             raise ModelError(f"model file {self.model_path} could not be loaded: {exc}") from None
+        if self.narration_candidates > 1:
+            self.thread.call(lambda: _allow_sequences(llm, self.narration_candidates))
+        self.narration_mode = resolve_narration_mode(llm, self.narration_setting)
+        log.info("narration: %s mode (setting %s), best of %d", self.narration_mode,
+                 self.narration_setting, self.narration_candidates)
         self.thread.call(lambda: self._warm_up(llm))
+        from .decoding import NarrationVocab
+
+        # read once here (~0.5 s on 2 cores), not in the first turn
+        self._narration_vocab = self.thread.call(lambda: NarrationVocab.of(llm))
         self._llm = llm
         if self.prompt_cache_mb > 0:
             # Plans and narration use different prompts; without saved states every
@@ -303,6 +334,8 @@ class ModelPlanner:
             "loads": self.load_count,
             "loadSeconds": round(self.load_seconds, 3),
             "queueDepth": self.lock.waiting,
+            "narrationMode": self.narration_mode,
+            "narrationCandidates": self.narration_candidates,
             "busy": self.lock.held,
             "lastGeneration": None if stats is None else {
                 "kind": stats.kind, "tokens": stats.tokens,
@@ -427,6 +460,14 @@ class ModelPlanner:
             self._bias_cache[forbidden] = bias
         return bias
 
+    def narration_vocab(self) -> Any:
+        """The vocabulary sorted for narration's constraints (.decoding), read once."""
+        if self._narration_vocab is None:
+            from .decoding import NarrationVocab
+
+            self._narration_vocab = NarrationVocab.of(self.llm)
+        return self._narration_vocab
+
     def narrate(self, context: NarrationContext, **options: Any) -> Iterator[str]:
         """Narration for one turn, streamed piece by piece (see :mod:`.narration`)."""
         from .narration import stream_narration
@@ -523,6 +564,73 @@ class ModelPlanner:
             self.last_stats = stats
             self.lock.release()
 
+    def run(self, kind: str, produce: Callable[[Llama], Iterator[str]], *,
+            cancel: threading.Event | None = None,
+            then: Callable[[Llama, str], None] | None = None) -> Iterator[str]:
+        """The pieces ``produce(llm)`` yields, produced on the model thread under the
+        model lock (for generation that drives llama.cpp itself, as story narration
+        does). As :meth:`stream`: the lock is held until the iterator ends or is
+        closed, and ``then(llm, text)`` runs after it, still holding the model."""
+        stats = GenerationStats(kind=kind)
+        queued = time.perf_counter()
+        if not self.lock.acquire(cancel):
+            stats.finish_reason = "cancelled"
+            self.last_stats = stats
+            return
+        started = time.perf_counter()
+        stats.queued_s = started - queued
+        pieces: queue.Queue[Any] = queue.Queue()
+        leave = threading.Event()
+
+        def generate() -> None:
+            llm = self.llm
+            written: list[str] = []
+            cache, llm.cache = llm.cache, None  # a prompt that changes every turn: see stream
+            source = produce(llm)
+            try:
+                for piece in source:
+                    pieces.put(piece)
+                    written.append(piece)
+                    if leave.is_set() or (cancel is not None and cancel.is_set()):
+                        stats.finish_reason = "cancelled"
+                        break
+                else:
+                    stats.finish_reason = "stop"
+            except BaseException:
+                pieces.put(_END)
+                raise
+            finally:
+                close = getattr(source, "close", None)
+                if close is not None:
+                    close()  # the producer tidies llama.cpp's state before the lock goes
+                llm.cache = cache
+            try:
+                if then is not None and stats.finish_reason != "cancelled":
+                    then(llm, "".join(written))
+            except Exception:  # noqa: BLE001 - the text stands; the caller falls back
+                log.warning("follow-up of a %s generation failed", kind, exc_info=True)
+            finally:
+                pieces.put(_END)
+
+        job = self.thread.submit(generate)
+        text: list[str] = []
+        try:
+            while (piece := pieces.get()) is not _END:
+                if not text:
+                    stats.first_token_s = time.perf_counter() - started
+                text.append(piece)
+                stats.pieces += 1
+                yield piece
+            job.result()
+        finally:
+            leave.set()
+            job.exception()
+            stats.seconds = time.perf_counter() - started
+            if text:
+                stats.tokens = len(self.llm.tokenize("".join(text).encode(), add_bos=False))
+            self.last_stats = stats
+            self.lock.release()
+
     def exclusive(self, kind: str, fn: Callable[[Llama], T], *,
                   cancel: threading.Event | None = None) -> T | None:
         """``fn(llm)`` on the model thread under the model lock, for work that drives
@@ -549,6 +657,37 @@ class ModelPlanner:
         stats = GenerationStats(kind=kind)
         text = "".join(self.stream(messages, kind, cancel=cancel, stats=stats, **options))
         return text, stats
+
+
+def resolve_narration_mode(llm: Llama, setting: str) -> str:
+    """"story" or "chat" for ``setting`` ("auto": the model decides). The rule: chat
+    only for a model with a chat template and at least :data:`CHAT_MIN_PARAMS`
+    parameters; a base model (no template) or a small one narrates in story mode."""
+    if setting != "auto":
+        return setting
+    from llama_cpp import llama_cpp
+
+    params = int(llama_cpp.llama_model_n_params(llm.model))
+    template = bool(llm.metadata.get("tokenizer.chat_template"))
+    return "chat" if template and params >= CHAT_MIN_PARAMS else "story"
+
+
+def _allow_sequences(llm: Llama, n: int) -> None:
+    """Give ``llm`` a context that holds ``n`` sequences in one unified KV cache, for
+    batched narration candidates (.best_of). llama-cpp-python makes its context with
+    one sequence and takes no option for more, so the context is made again with the
+    same parameters but these two (sequence 0 keeps the whole context: unified)."""
+    import contextlib
+
+    from llama_cpp import _internals as internals
+
+    params = llm.context_params
+    params.n_seq_max = n
+    params.kv_unified = True
+    context = internals.LlamaContext(model=llm._model, params=params, verbose=llm.verbose)
+    old, llm._ctx = llm._ctx, llm._stack.enter_context(contextlib.closing(context))
+    old.close()
+    llm.n_tokens = 0
 
 
 def chat_tokens(llm: Llama, messages: list[dict[str, str]], prefill: str = "") -> list[int]:

@@ -3,6 +3,18 @@
 It shares the planner's model and lock: pass the :class:`~.model.ModelPlanner`
 (or call ``planner.narrate(context)``). A bare ``llama_cpp.Llama`` also works, with
 an optional lock, for tools and benchmarks that hold a model of their own.
+
+Two modes (the planner's ``narration_mode``; ``serve --narration-mode``):
+
+- **story** (``auto`` for small or base models): the scene as prose and the action as
+  "You …" (.story), continued by the model as a raw completion after the engine's lead,
+  sentence by sentence, each the best of N candidates by the eval's scorers (.best_of).
+  The lead is yielded at once; each chosen sentence as its round ends.
+- **chat**: the system/user messages below, for instruct models that do better with a
+  chat request; the reply is begun with "You".
+
+Both decode under the same constraints (.decoding): no meta words, no narrator's "I"
+outside quotes, no 4-gram of the previous turn, no prompt markup.
 """
 
 from __future__ import annotations
@@ -35,6 +47,8 @@ FACTS_HEADING = ("Campaign facts (true in this story: use their details as writt
                  "never contradict them):")
 PARAGRAPH_SENTENCES, PARAGRAPH_WORDS, MAX_PARAGRAPHS = 2, 30, 3
 SCENE_BUDGET = 250
+# Story mode's continuation after the lead, in tokens: (soft, hard) as above, by style.
+STORY_TOKENS = {"": (70, 120), "terse": (40, 80), "vivid": (80, 130), "poetic": (80, 130)}
 # The storyteller's styles (§4.1.1), told to the model after the action: the system
 # prompt stays the same, so its KV state is shared across styles.
 NARRATION_STYLES = {"": "", "terse": "terse: short, plain sentences, no adjectives to spare.",
@@ -120,6 +134,9 @@ def stream_narration(source: ModelPlanner | Llama, context: NarrationContext | s
     """
     if isinstance(context, str):
         context = NarrationContext(player_input=context)
+    if isinstance(source, ModelPlanner) and source.narration_mode == "story":
+        return paragraphed(_story(source, context, max_tokens=max_tokens, cancel=cancel,
+                                  then=then))
     messages = narration_messages(context)
     # Small models loop on a phrase; a mild repeat penalty keeps prose moving.
     options: dict[str, Any] = {"max_tokens": max_tokens, "temperature": temperature,
@@ -128,8 +145,49 @@ def stream_narration(source: ModelPlanner | Llama, context: NarrationContext | s
         return paragraphed(source.stream(
             messages, "narration", cancel=cancel, prefill=NARRATION_PREFILL,
             stop_when=sentence_end_after(NARRATION_SOFT_TOKENS), then=then,
-            logit_bias=source.token_bias(NARRATION_FORBIDDEN), **options))
+            logit_bias=source.token_bias(NARRATION_FORBIDDEN),
+            logits_processor=_constraints(source, context.scene), **options))
     return _stream_llm(source, messages, lock, cancel, options)
+
+
+def _story(planner: ModelPlanner, context: NarrationContext, *, max_tokens: int,
+           cancel: threading.Event | None,
+           then: Callable[[Llama, str], None] | None) -> Iterator[str]:
+    """Story mode: the lead at once (it is the engine's; the model may still be busy
+    with another session's turn), then the model's continuation, sentence by
+    sentence, each the best of ``planner.narration_candidates`` (.best_of)."""
+    from .best_of import Judge, StoryTeller
+    from .story import story_prompt
+
+    prompt = story_prompt(context)
+    judge = Judge.of(context.player_input, context.rating, context.scene, context.names)
+    soft, hard = STORY_TOKENS.get(context.style, STORY_TOKENS[""])
+    soft, hard = min(soft, max_tokens), min(hard, max_tokens)
+
+    def produce(llm: Llama) -> Iterator[str]:
+        teller = StoryTeller(llm, planner.narration_vocab(), n=planner.narration_candidates,
+                             seed=planner.seed)
+        return teller.tell(prompt.text, prompt.lead, judge, soft_tokens=soft, max_tokens=hard,
+                           cancel=cancel)
+
+    def follow(llm: Llama, text: str) -> None:
+        if then is not None:
+            then(llm, prompt.lead + text)
+
+    if prompt.lead:
+        yield prompt.lead
+    yield from planner.run("narration", produce, cancel=cancel, then=follow)
+
+
+def _constraints(planner: ModelPlanner, previous: str) -> Any:
+    """The chat path's decoding constraints (.decoding), as llama-cpp-python takes them."""
+    from llama_cpp import LogitsProcessorList
+
+    from .decoding import NarrationProcessor, PreviousTurnNgrams
+
+    grams = PreviousTurnNgrams(planner.llm.tokenize(previous.encode(), add_bos=False)
+                               if previous.strip() else [])
+    return LogitsProcessorList([NarrationProcessor(planner.narration_vocab(), previous=grams)])
 
 
 def paragraphed(pieces: Iterator[str]) -> Iterator[str]:

@@ -1,0 +1,359 @@
+"""Best of N (issue 20 item 4): the narration told sentence by sentence, each sentence
+chosen among N the model wrote side by side, by the narration eval's own scorers.
+
+One round: the model's state after the text so far is shared by N sequences
+(llama.cpp copies a sequence's KV cells by reference), the N continue in one batch
+until each has ended a sentence (or a paragraph, or ``SENTENCE_TOKENS``), and
+:func:`choose` keeps one. The winner's cells become sequence 0 and the next round
+starts from there. The chosen sentence is handed to the caller at once, so the client
+sees narration arrive sentence by sentence while the next one is being written.
+
+Choosing (:func:`sentence_penalty`): a sentence unsafe for the campaign's rating is
+never kept; among the rest the fewest problems win, problems as the eval counts them
+(meta talk, the narrator's "I", speaking for the player, a sentence repeated from the
+last turn or from this one, a garbled campaign name, a sentence cut off), then the
+model's own mean log-probability. When every candidate of a round is unsafe the
+narration ends there: with nothing chosen yet, it is the engine's lead alone.
+
+Invariants:
+
+- Runs on the model thread with the model held (:meth:`~.model.ModelPlanner.run`);
+  when it returns or is closed, only sequence 0 holds cells, and ``llm.input_ids``/
+  ``llm.n_tokens`` describe them, so llama-cpp-python's own calls (and a follow-up
+  that reuses the state, as choices do) find the model as they expect.
+- Deterministic for a seed: one ``numpy`` generator draws every sample.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .decoding import NarrationProcessor, NarrationVocab, PreviousTurnNgrams
+from .narration_scores import (Entity, EntityLexicon, content_words, meta_talk,
+                               narrator_first_person, repeated_sentences, speaks_for_player,
+                               unsafe)
+
+if TYPE_CHECKING:
+    from llama_cpp import Llama
+
+SENTENCE_TOKENS = 48          # one candidate sentence at most; past it, it is cut
+_SENTENCE_END = (".", "!", "?", "…")
+_CLOSERS = "\"'”’)"
+
+# What a problem costs a candidate (in problems; the eval counts each as one turn).
+WEIGHTS = {"meta": 3.0, "first_person": 3.0, "speaks": 2.0, "repeated": 3.0,
+           "misspelt": 1.0, "cut": 2.0, "short": 0.5}
+RELEVANCE_BONUS, RELEVANCE_CAP = 0.25, 1.0
+
+
+@dataclass(frozen=True)
+class Sampling:
+    temperature: float = 0.8
+    top_k: int = 40
+    top_p: float = 0.9
+    repeat_penalty: float = 1.15
+    repeat_last: int = 64
+
+
+@dataclass
+class Judge:
+    """What a candidate is judged against: the action, the campaign's rating and names,
+    the previous turn's narration."""
+
+    action: str
+    rating: str = ""
+    previous: str = ""
+    lexicon: EntityLexicon | None = None
+
+    @classmethod
+    def of(cls, action: str, rating: str = "", previous: str = "",
+           names: Sequence[str] = ()) -> Judge:
+        entities = tuple(Entity(id=n, name=n, aliases=(n,)) for n in dict.fromkeys(names) if n)
+        return cls(action, rating, previous, EntityLexicon(entities) if entities else None)
+
+
+def is_unsafe(text: str, judge: Judge) -> bool:
+    return bool(unsafe(text, judge.rating or None))
+
+
+def sentence_penalty(sentence: str, before: str, judge: Judge, *, cut: bool = False) -> float:
+    """The problems ``sentence`` adds after ``before`` (the text so far), weighted;
+    lower is better. Scorers that need context (quotes, a question asked over two
+    sentences) read ``before + sentence`` and count only what the sentence added."""
+    whole = f"{before} {sentence}".strip() if before else sentence
+
+    def added(scorer) -> int:  # noqa: ANN001 - a scorer of narration_scores
+        return max(0, len(scorer(whole)) - (len(scorer(before)) if before else 0))
+
+    penalty = (WEIGHTS["meta"] * added(meta_talk)
+               + WEIGHTS["first_person"] * added(narrator_first_person)
+               + WEIGHTS["speaks"] * added(lambda t: speaks_for_player(t, judge.action)))
+    if judge.previous:
+        penalty += WEIGHTS["repeated"] * len(repeated_sentences(sentence, judge.previous))
+    if before:
+        penalty += WEIGHTS["repeated"] * len(repeated_sentences(sentence, before))
+    if judge.lexicon is not None:
+        penalty += WEIGHTS["misspelt"] * len(judge.lexicon.near_misses(sentence))
+    if cut:
+        penalty += WEIGHTS["cut"]
+    if len(sentence.split()) < 3:
+        penalty += WEIGHTS["short"]
+    shared = len(content_words(judge.action) & content_words(sentence))
+    return penalty - min(RELEVANCE_CAP, RELEVANCE_BONUS * shared)
+
+
+@dataclass
+class Candidate:
+    seq: int
+    processor: NarrationProcessor
+    tokens: list[int] = field(default_factory=list)
+    logprob: float = 0.0
+    done: bool = False
+    paragraph: bool = False          # ended at the model's line break
+    eos: bool = False
+    cut: bool = False
+    text: str = ""
+
+    @property
+    def mean_logprob(self) -> float:
+        return self.logprob / max(1, len(self.tokens))
+
+
+def choose(candidates: Sequence[Candidate], before: str, judge: Judge) -> Candidate | None:
+    """The best safe candidate, None when every one is unsafe (or empty)."""
+    best: tuple[float, float] | None = None
+    chosen = None
+    for cand in candidates:
+        text = cand.text.strip()
+        if not text or is_unsafe(text, judge):
+            continue
+        key = (sentence_penalty(text, before, judge, cut=cand.cut), -cand.mean_logprob)
+        if best is None or key < best:
+            best, chosen = key, cand
+    return chosen
+
+
+class StoryTeller:
+    """Sentence-level best of ``n`` on one llama.cpp model (see the module doc)."""
+
+    def __init__(self, llm: Llama, vocab: NarrationVocab, *, n: int, seed: int | None = None,
+                 sampling: Sampling = Sampling()) -> None:
+        self.llm = llm
+        self.vocab = vocab
+        self.n = max(1, n)
+        self.sampling = sampling
+        self.rng = np.random.default_rng(seed)
+        self.evaluated = 0
+        self.rounds = 0
+        self.candidates_written = 0
+        self.last_round: list[str] = []  # the last round's candidate texts (logs, tests)
+
+    # -- llama.cpp plumbing ---------------------------------------------------------------
+
+    def _memory(self):  # noqa: ANN202 - a llama_memory_t
+        from llama_cpp import llama_cpp
+
+        return llama_cpp.llama_get_memory(self.llm.ctx)
+
+    def _logits(self, index: int) -> np.ndarray:
+        from llama_cpp import llama_cpp
+
+        pointer = llama_cpp.llama_get_logits_ith(self.llm.ctx, index)
+        return np.ctypeslib.as_array(pointer, shape=(self.llm.n_vocab(),)).copy()
+
+    def _feed_prompt(self, tokens: list[int]) -> np.ndarray:
+        """Evaluate ``tokens`` on sequence 0, reusing the cells it shares with the
+        model's current state; the logits after the last token."""
+        llm = self.llm
+        held = llm.input_ids[:llm.n_tokens]
+        shared = 0
+        for mine, theirs in zip(tokens, held):
+            if mine != theirs:
+                break
+            shared += 1
+        llm.n_tokens = min(shared, len(tokens) - 1)  # the last one again, for its logits
+        llm.eval(tokens[llm.n_tokens:])
+        self.evaluated += len(tokens) - shared
+        return self._logits(-1)
+
+    def _decode(self, rows: Sequence[tuple[int, int, int]]) -> None:
+        """One llama_decode of (token, position, sequence) rows, logits for each."""
+        from llama_cpp import llama_cpp
+
+        batch = self.llm._batch.batch
+        batch.n_tokens = len(rows)
+        for i, (token, pos, seq) in enumerate(rows):
+            batch.token[i] = token
+            batch.pos[i] = pos
+            batch.seq_id[i][0] = seq
+            batch.n_seq_id[i] = 1
+            batch.logits[i] = True
+        code = llama_cpp.llama_decode(self.llm.ctx, batch)
+        if code != 0:
+            raise RuntimeError(f"llama_decode returned {code}")
+        self.evaluated += len(rows)
+
+    def _clear_branches(self) -> None:
+        from llama_cpp import llama_cpp
+
+        memory = self._memory()
+        for seq in range(1, self.n):
+            llama_cpp.llama_memory_seq_rm(memory, seq, -1, -1)
+
+    # -- sampling ---------------------------------------------------------------------
+
+    def _sample(self, logits: np.ndarray, history: Sequence[int]) -> tuple[int, float]:
+        s = self.sampling
+        recent = np.unique(np.asarray(history[-s.repeat_last:], dtype=np.intc))
+        if len(recent) and s.repeat_penalty != 1.0:
+            values = logits[recent]
+            logits[recent] = np.where(values > 0, values / s.repeat_penalty,
+                                      values * s.repeat_penalty)
+        # the top k only: a full-vocabulary pass per token per candidate costs what
+        # the 2-core machine needs for decoding
+        top = np.argpartition(-logits, s.top_k)[:s.top_k]
+        top = top[np.isfinite(logits[top])]
+        if not len(top):
+            return int(self.llm.token_eos()), 0.0
+        order = top[np.argsort(-logits[top])]
+        raw = logits[order].astype(np.float64)
+        # log-probability within the top k (the tie-break's fluency, near enough)
+        logprobs = raw - (raw.max() + math.log(np.exp(raw - raw.max()).sum()))
+        if s.temperature <= 0:
+            return int(order[0]), float(logprobs[0])
+        scaled = raw / s.temperature
+        probs = np.exp(scaled - scaled.max())
+        probs /= probs.sum()
+        keep = int(np.searchsorted(np.cumsum(probs), s.top_p)) + 1
+        pick = int(self.rng.choice(keep, p=probs[:keep] / probs[:keep].sum()))
+        return int(order[pick]), float(logprobs[pick])
+
+    # -- telling ------------------------------------------------------------------------
+
+    def tell(self, prompt: str, lead: str, judge: Judge, *, soft_tokens: int,
+             max_tokens: int, min_tokens: int = 24,
+             cancel: threading.Event | None = None) -> Iterator[str]:
+        """The chosen sentences, each as soon as its round ends (with its leading
+        space; a paragraph end as a line break). Stops at the first paragraph end past
+        ``min_tokens``, at the first sentence end past ``soft_tokens``, at
+        ``max_tokens``, at the model's end of text, or when every candidate of a
+        round is unsafe or empty."""
+        from llama_cpp import llama_cpp
+
+        llm = self.llm
+        tokens = llm.tokenize(prompt.encode(), add_bos=True)
+        previous = PreviousTurnNgrams(
+            llm.tokenize(judge.previous.encode(), add_bos=False) if judge.previous.strip() else [])
+        logits = self._feed_prompt(tokens)
+        pending: int | None = None      # the winner's last token, not yet in the cells
+        told = ""                       # the chosen continuation so far
+        produced = blanks = 0
+        memory = self._memory()
+        try:
+            while produced < max_tokens:
+                if cancel is not None and cancel.is_set():
+                    return
+                if pending is not None:
+                    self._decode([(pending, llm.n_tokens, 0)])
+                    llm.input_ids[llm.n_tokens] = pending
+                    llm.n_tokens += 1
+                    logits = self._logits(0)
+                    pending = None
+                base = llm.n_tokens
+                context = list(llm.input_ids[:base])
+                self._clear_branches()
+                for seq in range(1, self.n):
+                    llama_cpp.llama_memory_seq_cp(memory, 0, seq, -1, -1)
+                room = min(SENTENCE_TOKENS, max_tokens - produced)
+                cands = self._round(logits, context, lead + told, previous, room, cancel)
+                self.rounds += 1
+                self.candidates_written += len(cands)
+                self.last_round = [c.text for c in cands]
+                winner = choose(cands, (lead + told).strip(), judge)
+                if winner is None:
+                    # The model would begin a new paragraph straight away: let it once,
+                    # unless a candidate was unsafe (then the narration ends here).
+                    blank = next((c for c in cands if c.paragraph and not c.text.strip()), None)
+                    if blank is None or blanks or any(is_unsafe(c.text, judge) for c in cands):
+                        return
+                    blanks, winner = blanks + 1, blank
+                # the winner's cells become sequence 0's; its last token (unless the
+                # text ended) is fed at the start of the next round
+                if winner.seq != 0:
+                    llama_cpp.llama_memory_seq_rm(memory, 0, base, -1)
+                    llama_cpp.llama_memory_seq_cp(memory, winner.seq, 0, base, -1)
+                decoded = winner.tokens if winner.eos else winner.tokens[:-1]
+                llm.input_ids[base:base + len(decoded)] = decoded
+                llm.n_tokens = base + len(decoded)
+                pending = None if winner.eos else winner.tokens[-1]
+                produced += len(winner.tokens)
+                piece = (winner.text.rstrip() + "\n") if winner.paragraph else winner.text
+                told += piece
+                yield piece
+                if winner.eos or (winner.paragraph and produced >= min_tokens) \
+                        or produced >= soft_tokens:
+                    return
+        finally:
+            self._clear_branches()
+
+    def _round(self, logits: np.ndarray, context: list[int], before: str,
+               previous: PreviousTurnNgrams, room: int,
+               cancel: threading.Event | None) -> list[Candidate]:
+        start = len(context)
+        cands = [Candidate(seq, NarrationProcessor(self.vocab, start=start, before=before,
+                                                   previous=previous))
+                 for seq in range(self.n)]
+        histories = [list(context) for _ in cands]
+        step_logits = [logits.copy() for _ in cands]
+        eos = self.llm.token_eos()
+        newline = set(self.llm.tokenize(b"\n", add_bos=False, special=False))
+        for step in range(room):
+            alive = [c for c in cands if not c.done]
+            if not alive:
+                break
+            for cand in alive:
+                scores = cand.processor(histories[cand.seq], step_logits[cand.seq])
+                token, logprob = self._sample(scores, histories[cand.seq])
+                self._append(cand, token, logprob, eos, newline, histories[cand.seq])
+                if step == room - 1 and not cand.done:
+                    cand.done = cand.cut = True
+            rows = [(c.tokens[-1], start + len(c.tokens) - 1, c.seq) for c in cands if not c.done]
+            if not rows or (cancel is not None and cancel.is_set()):
+                for c in cands:
+                    c.done = True
+                break
+            self._decode(rows)
+            for i, (_token, _pos, seq) in enumerate(rows):
+                step_logits[seq] = self._logits(i)
+        return cands
+
+    def _append(self, cand: Candidate, token: int, logprob: float, eos: int,
+                newline: set[int], history: list[int]) -> None:
+        cand.tokens.append(token)
+        history.append(token)
+        cand.logprob += logprob
+        if token == eos:
+            cand.done = cand.eos = True
+            cand.tokens.pop()  # never part of the text (nor of the cells)
+            history.pop()
+            return
+        piece = self.vocab.pieces[token].decode("utf-8", errors="ignore")
+        if token in newline or "\n" in piece:
+            cand.done = cand.paragraph = True
+            cand.text = self.llm.detokenize(cand.tokens[:-1]).decode("utf-8", errors="ignore")
+            return
+        cand.text = self.llm.detokenize(cand.tokens).decode("utf-8", errors="ignore")
+        stripped = cand.text.rstrip().rstrip(_CLOSERS)
+        if stripped.endswith(_SENTENCE_END) and not cand.processor.inside_quote \
+                and len(cand.text.split()) >= 2:
+            cand.done = True
+
+
+__all__ = ["Candidate", "Judge", "Sampling", "StoryTeller", "choose", "is_unsafe",
+           "sentence_penalty"]
