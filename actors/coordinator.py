@@ -39,7 +39,9 @@ from narratoria.runtime.planner.fixed import FixedPlanner
 from narratoria.runtime.planner.narration import NarrationContext
 from narratoria.runtime.planner.pattern import PatternPlanner
 from narratoria.runtime.resolution import Rules
+from narratoria.runtime.planner.choices import SceneFacts, fallback_choices
 from narratoria.runtime.scene import SceneInput, SceneServices, run_scene, scene_summary
+from narratoria.runtime.scene_world import campaign_world, opening_text, scene_facts
 from narratoria.runtime.sessions import SessionEnded, SessionRecord
 from narratoria.runtime.state import SessionState
 from narratoria.runtime.store import MemoryEvent
@@ -126,12 +128,14 @@ class _RemoteNarrator:
     another session's narration queued in between would make it read everything
     again); ``choices`` hands them over, or asks when there are none."""
 
-    def __init__(self, actor: Any) -> None:
+    def __init__(self, actor: Any, facts: SceneFacts | None = None) -> None:
         self.actor = actor
+        self.facts = facts  # what the menu may name (scene_world.py); None: the story's words
         self._menu: tuple[NarrationContext, list[str]] | None = None
 
     async def narrate(self, context: NarrationContext) -> AsyncIterator[str]:
-        stream = self.actor.narrate.options(num_returns="streaming").remote(context, True)
+        stream = self.actor.narrate.options(num_returns="streaming").remote(context, True,
+                                                                            self.facts)
         async for ref in stream:
             item = await ref
             if isinstance(item, list):
@@ -142,7 +146,7 @@ class _RemoteNarrator:
     async def choices(self, context: NarrationContext, narration: str) -> list[str]:
         if self._menu is not None and self._menu[0] is context:
             return self._menu[1]
-        return await self.actor.choices.remote(context, narration)
+        return await self.actor.choices.remote(context, narration, self.facts)
 
 
 class _RemoteMemory:
@@ -227,8 +231,32 @@ class CoordinatorActor:
         if character_id:
             initial = merge_trees(initial, await self._realize(character_id, loaded))
         initial = merge_trees(initial, request)
-        return await self.store.create_session.remote(
+        record = await self.store.create_session.remote(
             owner, loaded.id, title, json.dumps(initial), loaded.ranges(), cast)
+        return await self._open(record, loaded, initial)
+
+    async def _open(self, record: SessionRecord, campaign: LoadedCampaign,
+                    state: dict[str, Any]) -> SessionRecord:
+        """Scene 0 told before the player types: the campaign's opening and its first
+        choices (scene_world.py), stored with the session, so ResumeSession (and every
+        front-end's first view) shows them. A failure costs the session its opening,
+        never the session; a model that cannot rank costs the choices their ranking."""
+        try:
+            world = await asyncio.to_thread(campaign_world, campaign)
+            text = opening_text(world, state)
+            if not text:
+                return record
+            facts = scene_facts(world, state, [text])
+        except Exception:  # noqa: BLE001
+            log.warning("campaign %s: no opening", campaign.id, exc_info=True)
+            return record
+        try:
+            choices = await self.planner.choices.remote(NarrationContext(player_input=""), text,
+                                                        facts)
+        except Exception:  # noqa: BLE001
+            log.warning("campaign %s: opening choices unranked", campaign.id, exc_info=True)
+            choices = fallback_choices(facts.beat[:1], facts.person_names())
+        return await self.store.set_opening.remote(record.id, text, choices)
 
     async def _realize(self, character_id: str, campaign: LoadedCampaign) -> dict[str, Any]:
         """The player's part of the initial state for a fresh character realised in
@@ -328,8 +356,30 @@ class CoordinatorActor:
                            beat_sentences=guidance.sentences if guidance else (),
                            rules=campaign.rules if campaign is not None else Rules(),
                            canon=canon, names=names)
-        turn.task = asyncio.create_task(self._run(turn, scene, opened.moment_id, plan))
+        menu = await self._scene_facts(campaign, state, guidance,
+                                       [player_input, session.last_narration])
+        turn.task = asyncio.create_task(self._run(turn, scene, opened.moment_id, plan, menu))
         return turn.id
+
+    @staticmethod
+    async def _scene_facts(campaign: LoadedCampaign | None, state: SessionState, guidance: Any,
+                           story: list[str]) -> SceneFacts | None:
+        """What the turn's menu may name: the campaign's people, places and items in
+        this scene and the way toward its plot beat (scene_world.py), the tracker as
+        this scene's transition left it. None (the story's words alone) without a
+        campaign, or when the campaign cannot be read."""
+        if campaign is None:
+            return None
+        tracker = ((guidance.state_patch.get("plot") or {}).get("beats")
+                   if guidance is not None else None)
+        try:
+            world = await asyncio.to_thread(campaign_world, campaign)
+            return scene_facts(world, state.tree, story,
+                               tracker=tracker if isinstance(tracker, dict) else None,
+                               triggered=guidance.triggered if guidance is not None else ())
+        except Exception:  # noqa: BLE001
+            log.warning("campaign %s: choices without its world", campaign.id, exc_info=True)
+            return None
 
     async def _open_scene(self, session_id: str, scene: int, player_input: str) -> OpenScene:
         """The scene's moment, and what each NPC the input names knows at it. A failure
@@ -356,7 +406,7 @@ class CoordinatorActor:
         return text.strip()
 
     async def _run(self, turn: _Turn, scene: SceneInput, moment_id: str | None,
-                   plan: Plan | None = None) -> None:
+                   plan: Plan | None = None, menu: SceneFacts | None = None) -> None:
         async def save_turn(session_id: str, state: SessionState, narration: str,
                             choices: list[str], memory: MemoryEvent) -> None:
             # The scene's moment goes into the history (a branch point); the NPCs it
@@ -377,7 +427,7 @@ class CoordinatorActor:
         services = SceneServices(
             planner=planner,
             executor=_RemoteExecutor(self.supervisor, scene.session_id, scene.playthrough_id),
-            narrator=_RemoteNarrator(model), memory=_RemoteMemory(self.store),
+            narrator=_RemoteNarrator(model, menu), memory=_RemoteMemory(self.store),
             save_turn=save_turn, fallback_planner=None if plan is not None else PatternPlanner(),
             analytics=self.analytics, generation_budget_s=self.generation_budget_s)
         try:

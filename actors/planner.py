@@ -18,7 +18,7 @@ import ray
 
 from narratoria.runtime.plan import Plan
 from narratoria.runtime.planner.base import PlanRequest
-from narratoria.runtime.planner.choices import model_choices, write_choices
+from narratoria.runtime.planner.choices import SceneFacts, model_choices, write_choices
 from narratoria.runtime.planner.model import ModelPlanner
 from narratoria.runtime.planner.narration import NarrationContext, stream_narration
 from narratoria.runtime.planner.routed import RoutedPlanner, routed_planner
@@ -67,17 +67,19 @@ class PlannerActor:
             max_tokens=max_tokens)
         return text
 
-    async def choices(self, context: NarrationContext, narration: str) -> list[str]:
+    async def choices(self, context: NarrationContext, narration: str,
+                      facts: SceneFacts | None = None) -> list[str]:
+        """The menu for ``narration``; ``facts``: the scene's world (scene_world.py)."""
         cancel = threading.Event()
         try:
             return await asyncio.to_thread(model_choices, self.planner, context, narration,
-                                           cancel=cancel)
+                                           facts=facts, cancel=cancel)
         except asyncio.CancelledError:
             cancel.set()
             raise
 
-    async def narrate(self, context: NarrationContext,
-                      with_choices: bool = False) -> AsyncIterator[str | list[str]]:
+    async def narrate(self, context: NarrationContext, with_choices: bool = False,
+                      facts: SceneFacts | None = None) -> AsyncIterator[str | list[str]]:
         """Narration pieces as the model makes them (a Ray streaming generator). With
         ``with_choices`` the turn's choices follow as a last item, a list, written
         before the model is let go (see ModelPlanner.stream's ``then``)."""
@@ -87,7 +89,8 @@ class PlannerActor:
         menu: list[list[str]] = []
 
         def choose(llm: Any, narration: str) -> None:
-            menu.append(write_choices(llm, context, narration.strip(), cancel=cancel))
+            menu.append(write_choices(llm, context, narration.strip(), facts=facts,
+                                      cancel=cancel))
 
         def produce() -> None:
             try:

@@ -73,6 +73,9 @@ class StoreActor:
         return self.storyline.create_session(owner, campaign, title, initial, stats=stats,
                                              cast=cast)
 
+    def set_opening(self, session_id: str, narration: str, choices: list[str]) -> SessionRecord:
+        return self.sessions.set_opening(session_id, narration, choices)
+
     def branch_session(self, session_id: str, owner: str | None, at_scene: int) -> SessionRecord:
         return self.storyline.branch(session_id, owner, at_scene)
 

@@ -1,7 +1,8 @@
 """``narratoria play``: an interactive terminal front-end over the daemon.
 
-Creates a session (or resumes one with ``--session``), then loops: read a line, play
-it as a turn, stream the story as it arrives. A number picks one of the offered
+Creates a session (or resumes one with ``--session``) and shows where the story
+stands — a new session's campaign opening and first choices, or a resumed one's last
+scene — then loops: read a line, play it as a turn, stream the story as it arrives. A number picks one of the offered
 choices, anything else is free text; ``/state``, ``/help``, ``/quit``. Input comes
 from the terminal, from a pipe (scripts and tests), from ``--script FILE``, or from
 nobody at all with ``--auto`` (always the first choice), so a demo can run unattended.
@@ -70,7 +71,8 @@ def parse_action(line: str, choices: Sequence[str]) -> Action:
 
 
 def auto_action(choices: Sequence[str]) -> Action:
-    """``--auto``: the first choice, or a look around when none is offered yet."""
+    """``--auto``: the first choice, or a look around when none is offered (a session
+    without a campaign has no opening choices)."""
     return Action("turn", choice=1) if choices else Action("turn", text=FIRST_AUTO_TEXT)
 
 
@@ -149,6 +151,11 @@ def _open_session(client: NarratoriaClient, args: argparse.Namespace,
                                         character_id=args.character or "")
         campaign = f" · campaign {session.campaign}" if session.campaign else ""
         screen.text(f"new session {session.id}{campaign}\n")
+        # The campaign's opening (scene 0): the story is on screen before the first line.
+        if session.last_narration:
+            screen.text("\n" + session.last_narration.rstrip("\n") + "\n")
+        if session.choices:
+            screen.text("\n" + format_choices(session.choices))
     screen.doc({"kind": "session", "session": message_to_dict(session)})
     return session
 

@@ -65,8 +65,9 @@ class CampaignSummary:
 
 
 def free_text_allowed(fields: dict[str, Any]) -> bool:
-    """The manifest's ``allowFreeText`` (default false: the spec offers choices only)."""
-    return fields.get("allowFreeText") is True
+    """The manifest's ``allowFreeText``: free text is on unless a campaign turns it off
+    (``allowFreeText: false``); the choices are offered either way (issue 20 item 6)."""
+    return fields.get("allowFreeText") is not False
 
 
 def campaign_summaries() -> list[CampaignSummary]:

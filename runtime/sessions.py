@@ -8,7 +8,8 @@ killed between turns resumes exactly where it was and one killed mid-turn
 resumes from before that turn, never from half of it.
 
 History: ``session_scenes`` keeps, per scene N, what the session was after it
-(state, narration, choices; scene 0 is the initial state) and the narrative
+(state, narration, choices; scene 0 is the initial state, with the campaign's opening
+narration and choices when it has one) and the narrative
 state engine's moment of that scene. A branch at scene N starts from the row of
 scene N-1 and copies rows 0..N-1, so it can itself be branched at any scene it has.
 
@@ -213,6 +214,22 @@ class SessionStore:
                 f"INSERT INTO {SCHEMA}.session_scenes ({_SCENE_COLUMNS}, saved_at) "
                 "VALUES (?, 0, ?, '', ?, ?, '', '[]', ?)", [sid, moment_id, tree, stats, now])
         return self.get(sid, owner)
+
+    def set_opening(self, session_id: str, narration: str, choices: list[str]) -> SessionRecord:
+        """Scene 0 told: the opening narration and its choices, on the session (what a
+        resume shows) and on its scene 0 row (what a branch from scene 1 restores), in
+        one transaction. Only a session no turn has been played in is opened."""
+        with self._lock, self._transaction():
+            opened = self._con.execute(
+                f"UPDATE {SCHEMA}.sessions SET last_narration = ?, choices_json = ? "
+                "WHERE id = ? AND turns = 0 RETURNING id",
+                [narration, json.dumps(choices), session_id]).fetchone()
+            if opened is None:
+                raise SessionError(f"session {session_id!r}: no session before its first turn")
+            self._con.execute(
+                f"UPDATE {SCHEMA}.session_scenes SET narration = ?, choices_json = ? "
+                "WHERE session_id = ? AND scene = 0", [narration, json.dumps(choices), session_id])
+        return self.get(session_id)
 
     def branch(self, parent: SessionRecord, at_scene: int, take_id: int, owner: str,
                title: str | None = None) -> SessionRecord:

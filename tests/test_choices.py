@@ -1,4 +1,6 @@
-"""Choices offered after a turn: cleaned, de-duplicated, topped up to three."""
+"""Choices offered after a turn: cleaned, de-duplicated, never broken, topped up to three.
+The world's menu (a campaign scene's people, places and items) is tested in
+``test_scene_world.py`` and ``test_world_choices.py``."""
 
 from __future__ import annotations
 
@@ -12,13 +14,14 @@ from narratoria.runtime.planner.choices import (
     clean_choices,
     fallback_choices,
     VERB_GROUPS,
-    grounded_choices,
+    choice_prompt,
     menu_lines,
     model_choices,
     story_targets,
 )
-from narratoria.runtime.planner.model import ModelPlanner, chat_tokens
-from narratoria.runtime.planner.narration import NarrationContext, narration_messages
+from narratoria.runtime.planner.model import ModelPlanner
+from narratoria.runtime.planner.narration import NarrationContext
+from narratoria.runtime.planner.narration_scores import broken_choices
 from narratoria.runtime.planner.pick import Picker, PickError
 
 
@@ -28,26 +31,15 @@ def test_the_models_own_numbering_and_empty_options_are_dropped():
 
 
 def test_at_most_four_and_at_least_three_with_stock_actions():
-    assert len(clean_choices([f"Option {c}" for c in "abcdef"])) == MAX_CHOICES
+    assert len(clean_choices([f"Look at the {c}" for c in ("map", "door", "well", "cart",
+                                                            "boat")])) == MAX_CHOICES
     topped = fallback_choices(["...", "Wait"])
     assert topped == ["Wait", "Continue", "Look around"]  # topped up, never repeated
     assert fallback_choices([]) == ["Continue", "Look around", "Wait"]  # §4.2.1's generic set
     assert fallback_choices([]) == list(FALLBACK_CHOICES[:MIN_CHOICES])
-
-
-def test_only_grounded_distinct_things_are_kept():
-    story = "An old woman gathers mushrooms near a fallen oak. A wolf howls by the river."
-    text = ("- Talk to the old woman\n- Ask the woman about\n- Look at the dragon\n"
-            "- Follow the wolf and\n- Search the\n- Climb the fallen oak\n")
-    assert grounded_choices(text, story) == ["Talk to the old woman", "Follow the wolf",
-                                             "Climb the fallen oak"]
-    assert grounded_choices("", story) == []
-    # The player's own words are not things to act on.
-    assert grounded_choices("- Attack the look around\n- Search the wolf\n", "look around. "
-                            "A wolf watches.") == ["Search the wolf"]
-    # Names stand without an article; a verb outside the menu's is no choice.
-    assert grounded_choices("- Talk to Old Tom\n- Dance with the wolf\n- Ask Marco\n",
-                            "Old Tom and the wolf") == ["Talk to Old Tom"]
+    # A line that is no move never reaches the menu, whoever wrote it (a skill too).
+    assert clean_choices(["Option a", "Take the hot", "Ask the sword", "Open the door"]) == [
+        "Open the door"]
 
 
 def test_targets_are_the_things_and_names_the_story_speaks_of():
@@ -84,11 +76,13 @@ def test_the_model_offers_actions_on_what_the_story_names():
         options = model_choices(planner, player_input, story, seed=1)
         assert MIN_CHOICES <= len(options) <= MAX_CHOICES and len(set(options)) == len(options)
         assert not set(options) & set(FALLBACK_CHOICES)  # every story names three things
+        assert not broken_choices(options), options
         targets = story_targets(f"{player_input}. {story}")
-        for group, option in zip(VERB_GROUPS, options):
-            verb = next(v for v in sorted(group, key=len, reverse=True) if option.startswith(v))
-            assert option[len(verb) + 1:] in targets  # one verb of each kind, on a named target
-        assert len({o.split()[-1] for o in options}) == len(options)  # three different targets
+        for option in options:
+            verb = next(v for v in sorted(CHOICE_VERBS, key=len, reverse=True)
+                        if option.startswith(v + " "))
+            assert option[len(verb) + 1:] in targets  # a verb of the menu, on a named target
+        assert len({o.split()[-1] for o in options}) == len(options)  # different targets
 
 
 def test_a_story_with_nothing_named_gets_the_generic_choices():
@@ -97,24 +91,30 @@ def test_a_story_with_nothing_named_gets_the_generic_choices():
 
 
 def test_the_picker_only_writes_candidates_and_reuses_the_narrations_state():
+    """The choices continue the narration's own KV state (its ``then``), whatever prompt
+    the narrator used: only the cue and the lines are read, not the prompt again."""
     planner = ModelPlanner(prompt_cache_mb=0)
     context = NarrationContext(player_input="I ask the innkeeper about the missing ship")
-    narration = "".join(planner.narrate(context, max_tokens=40)).strip()
-    messages = [*narration_messages(context), {"role": "assistant", "content": narration},
-                {"role": "user", "content": "What next?"}]
     candidates = ["- Ask the innkeeper\n", "- Look at the ship\n", "- Leave the inn\n"]
+    picked: list[tuple[int, int, str, str]] = []
 
-    def pick(llm):
-        prompt = chat_tokens(llm, messages)
+    def pick(llm, narration: str) -> None:
+        held = [int(t) for t in llm.input_ids[:llm.n_tokens]]
+        prompt = choice_prompt(llm, context, narration)
         picker = Picker(llm, prompt, seed=3)
         first = picker.pick(candidates)
         second = picker.pick([c for c in candidates if c != first])
-        return len(prompt), picker.evaluated, first, second
+        lines = len(llm.tokenize((first + second).encode(), add_bos=False))
+        picked.append((held, prompt, picker.evaluated, lines, first, second))
 
-    prompt_len, evaluated, first, second = planner.exclusive("choices", pick)
+    narration = "".join(planner.narrate(context, max_tokens=40, then=pick)).strip()
+    assert narration and picked
+    held, prompt, evaluated, lines, first, second = picked[0]
     assert first in candidates and second in candidates and first != second
-    # Only the question (and the lines) were read: the prompt and narration were in the cache.
-    assert evaluated < prompt_len / 3
+    # The picks continue the narration's own context: only the cue and the lines were
+    # read, never the prompt and narration again.
+    assert len(held) > 20 and prompt[:len(held)] == held
+    assert evaluated <= len(prompt) - len(held) + lines, (evaluated, len(prompt), len(held))
     with pytest.raises(PickError, match="no candidates"):
         planner.exclusive("choices", lambda llm: Picker(llm, [1, 2]).pick([]))
 

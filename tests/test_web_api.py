@@ -71,14 +71,14 @@ def test_list_campaigns_names_the_built_in_ones(client):
     ebb = campaigns["long_ebb"]
     assert ebb.title == "The Long Ebb" and ebb.builtin and ebb.valid and ebb.version == "1.0.0"
     assert "nineteen years" in ebb.description
-    assert not ebb.free_text  # no allowFreeText in its manifest: choices only
+    assert ebb.free_text  # no allowFreeText in its manifest: free text is on (issue 20 item 6)
     assert Path(ebb.path).resolve() == LONG_EBB.resolve()
 
 
 def test_the_session_view_hides_hidden_stats_and_resolves_icons(client, session):
     view = client.get_session_view(session.id)
     assert (view.session_id, view.campaign, view.title) == (session.id, "long_ebb", "web view")
-    assert not view.free_text
+    assert view.free_text
     everything = " ".join([view.state_json, view.stats_json, view.icons_json,
                            view.inventory_json, view.npcs_json])
     assert "drowned_regard" not in everything and "Regard of the Drowned" not in everything

@@ -350,7 +350,7 @@ class Gateway:
         state = _dict(await self.call("get_state", session_id)).get("state") or {}
         state = strip_hidden(state, None)
         return {"session_id": session_id, "campaign": session.get("campaign", ""),
-                "free_text": not session.get("campaign"), "state": state, "stats": [],
+                "free_text": True, "state": state, "stats": [],  # on unless a campaign says
                 "icons": {}, "inventory": [], "npcs": [], "choices": session.get("choices", []),
                 "last_narration": session.get("last_narration", ""),
                 "turns": session.get("turns", 0), "partial": True}

@@ -1,30 +1,41 @@
-"""The 3–4 choices offered after a turn's narration (architecture §7.1).
+"""The 3–4 choices offered after a turn's narration (architecture §7.1, issue 20 item 5).
 
-The model writes them under a grammar built for the turn: each line is ``- <verb>
-<target>``, the verb from :data:`VERB_GROUPS` and the target one of the things and
-people the story names (:func:`story_targets`), so every option is about the scene
-by construction. Left free, SmolLM2-135M copied sentences of the narration; given an
-example it copied the example ("Talk to the guard" where no guard stood). The lines
-draw their verbs from different groups (speak, look, act), so the menu offers
-different kinds of move.
+Options are built from the world, not from the narration's loose words: for a
+campaign scene, :class:`SceneFacts` (``runtime/scene_world.py``) says who is present,
+the place with its exits and features, what the player carries and the way toward the
+current plot beat, and :func:`world_menu` words each with verbs that fit it ("Ask
+Odile Venn about the Heartglass", "Light the tide lantern", "Go to the Bell Chapel").
+An item's own ``actions`` (or ``use``) are its author's words and come first. Things
+the narration names (:func:`story_targets`) add ways to look and to speak to the
+people it brings in. A scene with no campaign gets the story's things alone.
 
-The question is asked as the next message of the narration's own conversation:
-llama.cpp keeps the prompt and narration it just evaluated, so only the question is
-read (~0.4 s for the choices instead of ~0.9 s on 2 cores). A skill's ``ui_event
-narrative_choice`` wins over the model; what the model cannot fill is topped up by
-:func:`fallback_choices`.
+The model ranks: a constrained pick (:mod:`.pick`) of one line per group — speak,
+use, move, look — reading the candidates' tokens after the narration, so a line it
+finds likely after this story is the one offered. The menu's first line is the way
+toward the plot beat (the beat due or next in the tracker), so one option always moves
+the story on. The pick continues the narration's own KV state when the model still
+holds it (the narration's ``then``: only the cue and the lines are read), else a short
+prompt of the action and the narration.
+
+Every line passes the eval's broken-choice scorer (``narration_scores.choice_problems``,
+imported: one definition of a broken choice) before the model may pick it, and the
+final menu again (:func:`clean_choices`, also applied to a skill's options), so no
+menu ever holds a dangling word, a verb that needs a person aimed at a thing, or a
+duplicate. A skill's ``ui_event narrative_choice`` wins over the model; what nothing
+fills is topped up by :func:`fallback_choices`.
 """
 
 from __future__ import annotations
 
 import re
 import threading
-from dataclasses import dataclass
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .model import ModelPlanner, chat_tokens
-from .narration import NarrationContext, narration_messages
+from .model import ModelPlanner
+from .narration import NarrationContext
+from .narration_scores import broken_choices, choice_problems
 from .pick import Picker
 
 if TYPE_CHECKING:
@@ -72,7 +83,9 @@ _ADJECTIVES = {"old", "young", "little", "small", "big", "large", "tall", "dark"
                "great", "ancient", "missing", "strange", "hooded", "narrow", "main", "high",
                "red", "black", "white", "golden", "broken", "locked", "secret", "hidden", "rusty",
                "heavy", "tiny", "huge", "wounded", "sleeping", "silver", "wise", "fallen",
-               "critical", "quiet", "empty", "open", "long", "short", "new", "good", "bad"}
+               "critical", "quiet", "empty", "open", "long", "short", "new", "good", "bad",
+               "single", "lone", "green", "blue", "grey", "gray", "silver", "cold", "warm",
+               "hot", "wet", "dry", "pale", "bright", "faint", "thin", "thick", "whole"}
 # Nouns that also name a kind of thing: "the harbour wall", but "the harbour" too.
 _MODIFIERS = {"harbour", "market", "town", "city", "village", "sea", "fishing", "stone",
               "iron", "inn", "castle", "church", "palace", "forest", "river", "ship", "tavern"}
@@ -81,9 +94,6 @@ _DETERMINER = re.compile(
     r"\b(?:the|a|an|his|her|their|its|this|that|some|your)\s+([a-z][a-z'-]+)(?:\s+([a-z][a-z'-]+))?")
 # Capitalised words inside a sentence are a name ("Old Tom", "the North Sea").
 _NAME = re.compile(r"(?<=[a-z,;:] )([A-Z][a-z]{2,}(?: [A-Z][a-z]{2,})*)\b(?!')")
-
-CHOOSER_ASK = ("What can the player do next? Give different short actions, one per line, "
-               "each about someone or something in the story.")
 
 # §4.2.1's thresholds: perception -100..+100, stats on the usual 3-18 scale.
 HOSTILE_BELOW, FRIENDLY_ABOVE = -30.0, 30.0
@@ -97,21 +107,22 @@ UNLIKELY = "(unlikely to succeed)"
 FALLBACK_CHOICES = ("Continue", "Look around", "Wait", "Talk to someone nearby")
 
 
-def clean_choices(options: Sequence[Any]) -> list[str]:
-    """Trimmed, de-duplicated, non-empty strings, at most four."""
-    seen: set[str] = set()
+def clean_choices(options: Sequence[Any], people: Iterable[str] = ()) -> list[str]:
+    """Trimmed, de-duplicated options that are moves a player can pick (the eval's
+    broken-choice scorer finds nothing wrong with them), at most four. ``people``: the
+    campaign's people's names (the scorer asks whether a "Talk to ..." names one)."""
+    people = tuple(people)
     out: list[str] = []
     for option in options:
-        text = _NUMBERING.sub("", " ".join(str(option).split()))[:CHOICE_MAX].strip()
-        if any(c.isalpha() for c in text) and text.lower() not in seen:  # "..." is no choice
-            seen.add(text.lower())
+        text = _NUMBERING.sub("", " ".join(str(option).split())).strip()
+        if len(text) <= CHOICE_MAX and valid_line(text, out, people):
             out.append(text)
     return out[:MAX_CHOICES]
 
 
-def fallback_choices(existing: Sequence[str] = ()) -> list[str]:
+def fallback_choices(existing: Sequence[str] = (), people: Iterable[str] = ()) -> list[str]:
     """Top ``existing`` up to three with stock actions."""
-    chosen = clean_choices(existing)
+    chosen = clean_choices(existing, people)
     for option in FALLBACK_CHOICES:
         if len(chosen) >= MIN_CHOICES:
             break
@@ -150,37 +161,123 @@ def _thing(first: str, second: str | None) -> str | None:
     return None if first.endswith(_ADJECTIVE_ENDINGS) else first
 
 
-def choice_messages(context: NarrationContext, narration: str) -> list[dict[str, str]]:
-    """The narration's conversation, its reply, and the question (see the module doc)."""
-    return [*narration_messages(context),
-            {"role": "assistant", "content": narration},
-            {"role": "user", "content": CHOOSER_ASK}]
+
+# Verbs of the world's menu lines, by kind of thing (all are verbs the eval's scorer knows).
+WORLD_VERBS = ("Talk to", "Ask", "Go to", "Look for", "Look around", "Look at", "Examine",
+               "Search", "Light", "Raise", "Hold", "Ring", "Use", "Read", "Eat", "Pour",
+               "Open", "Follow")
+_ALL_VERBS = tuple(sorted(set(CHOICE_VERBS) | set(WORLD_VERBS), key=len, reverse=True))
+GROUPS = ("speak", "use", "move", "look")
+# An item's verb by the words of its name, then by its type or category.
+_ITEM_VERBS = (
+    (("lantern", "lamp", "torch", "candle", "brazier", "light"), "Light {}"),
+    (("bell", "chime", "gong"), "Ring {}"),
+    (("letter", "ledger", "map", "book", "note", "scroll", "contract", "journal", "diary",
+      "document", "document"), "Read {}"),
+    (("pie", "bread", "apple", "ration", "rations", "food", "meal"), "Eat {}"),
+    (("weapon", "melee", "sword", "knife", "dagger", "axe", "spear", "club", "bow", "hook",
+      "boathook", "staff"), "Hold {} ready"),
+)
+# Things in a story one opens, or goes to, by their last word.
+OPENABLE = frozenset({"door", "doors", "gate", "chest", "shutters", "window", "hatch", "box",
+                      "trunk", "cabinet", "cupboard", "lid", "crate"})
+PLACE_NOUNS = frozenset({"fire", "hearth", "window", "stairs", "steps", "quay", "harbour",
+                         "shore", "beach", "chapel", "hall", "inn", "tavern", "taproom", "tower",
+                         "bridge", "road", "track", "path", "gate", "well", "market", "square",
+                         "pier", "dock", "boat", "booth", "kiln", "workshop", "loft", "hayloft",
+                         "woodpile", "cellar", "yard", "street", "lane", "alley", "wall"})
+CHOICE_CUE = "\n\nWhat you might do next:\n- "
+_HELD_KEY_CHARS = 40  # the narration's last words that show the model still holds it
 
 
-def grounded_choices(text: str, story: str) -> list[str]:
-    """The model's lines whose target is named in ``story``, one per target."""
-    named = set(re.findall(r"[a-z'-]+", story.lower()))
-    seen: set[str] = set()
-    out: list[str] = []
-    for line in text.splitlines():
-        verb, target = _split_choice(line.removeprefix("- ").strip())
-        words = target.removeprefix("the ").split()
-        while words and words[-1] in _TRAILING:
-            words.pop()
-        lowered = {w.lower() for w in words}
-        if not verb or not words or not lowered <= named or lowered & _ACTION_WORDS:
-            continue
-        key = words[-1].lower().removesuffix("s")  # "the old woman" and "the woman" are one
-        if key not in seen:
-            seen.add(key)
-            article = "the " if target.startswith("the ") else ""
-            out.append(f"{verb} {article}{' '.join(words)}")
-    return out
+@dataclass(frozen=True)
+class Thing:
+    """Something a menu line can name, spelled as the line writes it."""
 
+    name: str                        # "Odile Venn", "the Bell Chapel", "the tide lantern"
+    kind: str                        # person | place | item | feature | topic
+    aliases: tuple[str, ...] = ()    # what the story may call it ("Odile", "Venn")
+    actions: tuple[str, ...] = ()    # the author's own lines for it (an item's ``actions``)
+    category: str = ""               # an item's type and category ("tool light")
+    topics: tuple[str, ...] = ()     # a person: what they can be asked about, best first
+    proper: bool = False             # a proper name ("Lantern Street"): gone to, not looked at
+
+
+@dataclass(frozen=True)
+class SceneFacts:
+    """What the menu of one scene may name (built by ``runtime/scene_world.py``)."""
+
+    place: Thing | None = None
+    exits: tuple[Thing, ...] = ()
+    features: tuple[Thing, ...] = ()
+    people: tuple[Thing, ...] = ()    # present now
+    others: tuple[Thing, ...] = ()    # the campaign's other people: present once named
+    items: tuple[Thing, ...] = ()     # carried
+    beat: tuple[str, ...] = ()        # lines toward the current plot beat, best first
+    hidden_stats: frozenset[str] = frozenset()  # stat ids the menu's rules never read
+
+    def person_names(self) -> list[str]:
+        return [p.name for p in (*self.people, *self.others)]
+
+
+def present_people(facts: SceneFacts, story: str) -> list[Thing]:
+    """The people present: those the facts place here, and the others ``story`` names."""
+    named = [p for p in facts.others
+             if any(re.search(rf"(?<![\w'’-]){re.escape(a)}(?![\w-])", story)
+                    for a in (p.name, *p.aliases) if a[:1].isupper())]
+    return [*facts.people, *named]
+
+
+def item_lines(item: Thing) -> list[str]:
+    """An item's lines: its author's, then one by its name or kind, then "Use"."""
+    words = set(re.findall(r"[a-z]+", f"{item.name} {item.category}".lower()))
+    lines = list(item.actions)
+    lines += [verb.format(item.name) for keys, verb in _ITEM_VERBS if words & set(keys)][:1]
+    lines.append(f"Use {item.name}")
+    return lines
+
+
+def world_menu(facts: SceneFacts, story: str, narration: str = "") -> dict[str, list[str]]:
+    """Candidate lines by group (speak, use, move, look), best first, unchecked."""
+    groups: dict[str, list[str]] = {g: [] for g in GROUPS}
+    for person in present_people(facts, f"{story} {narration}"):
+        groups["speak"] += [f"Ask {person.name} about {t}" for t in person.topics]
+        groups["speak"].append(f"Talk to {person.name}")
+    for item in facts.items:
+        groups["use"] += item_lines(item)
+    groups["move"] += [f"Go to {place.name}" for place in facts.exits]
+    groups["move"] += [f"Go to {f.name}" for f in facts.features if f.proper]
+    if facts.place is not None:
+        groups["look"].append(f"Look around {facts.place.name}")
+    groups["look"] += [f"{verb} {f.name}" for f in facts.features if not f.proper
+                       for verb in ("Look at", "Search")]
+    # The things the narration brings in (the campaign's names come from the facts).
+    for target in [t for t in story_targets(narration) if t.startswith("the ")][::-1]:
+        head = target.rsplit(" ", 1)[-1]
+        groups["speak"].append(f"Talk to {target}")  # the gate keeps it only for a person
+        if head in OPENABLE:
+            groups["move"].append(f"Open {target}")
+        elif head in PLACE_NOUNS:
+            groups["move"].append(f"Go to {target}")
+        groups["look"].append(f"Look at {target}")
+    groups["look"] += [f"Examine {item.name}" for item in facts.items]
+    return groups
+
+
+def valid_line(line: str, earlier: Sequence[str], people: Iterable[str] = ()) -> bool:
+    """A line the menu may offer: short enough to show whole, and no broken choice."""
+    return len(line) <= CHOICE_MAX and not choice_problems(line, list(earlier), tuple(people))
+
+
+def _target(line: str) -> str:
+    """What a line acts on ("Odile Venn" of "Ask Odile Venn about the ledger")."""
+    verb, rest = _split_choice(line)
+    rest = rest or line
+    return re.split(r" (?:about|for|ready|toward|to)\b", rest, maxsplit=1)[0].lower()
 
 def _split_choice(line: str) -> tuple[str, str]:
     """("Ask about", "the ship") from "Ask about the ship"; the longest verb wins."""
-    for verb in sorted(CHOICE_VERBS, key=len, reverse=True):
+    for verb in _ALL_VERBS:
         if line.startswith(verb + " "):
             return verb, line[len(verb) + 1:].strip()
     return "", ""
@@ -207,16 +304,19 @@ class ChoiceRules:
     stealth: float | None = None
 
     @classmethod
-    def of(cls, context: NarrationContext) -> ChoiceRules:
+    def of(cls, context: NarrationContext, hidden: frozenset[str] = frozenset()) -> ChoiceRules:
+        """The rules of ``context``; a ``hidden`` stat never shapes the menu (a menu that
+        marks a move unlikely would tell the player the hidden stat's value)."""
         attitudes = context.npc_perception
-        stats = context.player_stats
+        stats = {k: v for k, v in context.player_stats.items() if k not in hidden}
         return cls(hostile=frozenset(n for n, p in attitudes.items() if p < HOSTILE_BELOW),
                    friendly=tuple(n for n, p in attitudes.items() if p > FRIENDLY_ABOVE),
                    charisma=stats.get("charisma"), stealth=stats.get("stealth"))
 
     def allows(self, line: str) -> bool:
         verb, target = _split_choice(line.removeprefix("- ").strip())
-        return not (target in self.hostile and verb in FRIENDLY_VERBS)
+        return not (verb in FRIENDLY_VERBS and any(
+            target == name or target.startswith(name + " ") for name in self.hostile))
 
     def finish(self, options: list[str], targets: Sequence[str]) -> list[str]:
         """``options`` with the rules' extra option (if there is room) and difficulty marks."""
@@ -236,37 +336,106 @@ class ChoiceRules:
 
 
 def write_choices(llm: Llama, context: NarrationContext, narration: str, *,
-                  cancel: threading.Event | None = None, seed: int | None = None) -> list[str]:
-    """The model's menu for the turn, read off ``llm`` directly: the caller holds the
-    model, on its thread (:meth:`~.model.ModelPlanner.exclusive`, or a narration's
-    ``then``, which finds the narration still in the KV state)."""
+                  facts: SceneFacts | None = None, cancel: threading.Event | None = None,
+                  seed: int | None = None) -> list[str]:
+    """The turn's menu, ranked by ``llm`` directly: the caller holds the model, on its
+    thread (:meth:`~.model.ModelPlanner.exclusive`, or a narration's ``then``, which
+    finds the narration still in the KV state). ``facts``: the scene's world (None: the
+    story's things alone)."""
     story = f"{context.player_input}. {narration}"
-    rules = ChoiceRules.of(context)
+    rules = ChoiceRules.of(context, facts.hidden_stats if facts is not None else frozenset())
     targets = story_targets(story)
-    if not targets:
-        return rules.finish(fallback_choices(), targets)
-    picker = Picker(llm, chat_tokens(llm, choice_messages(context, narration)),
-                    temperature=0.7, seed=seed)
-    lines: list[str] = []
-    used: list[str] = []
-    for group in VERB_GROUPS:
-        if cancel is not None and cancel.is_set():
-            break
-        candidates = [c for c in menu_lines(targets, used, group) if rules.allows(c)]
-        if not candidates:
-            continue
-        line = picker.pick(candidates)
-        lines.append(line)
-        used.append(_split_choice(line[2:].strip())[1])
-    return rules.finish(fallback_choices(grounded_choices("".join(lines), story)), targets)
+    people = facts.person_names() if facts is not None else []
+    if facts is not None:
+        groups = world_menu(facts, context.player_input, narration)
+        lines = [next((b for b in facts.beat if valid_line(b, [], people)), "")]
+        lines = [line for line in lines if line]
+        order = list(GROUPS)
+    else:
+        groups = {str(i): [line[2:-1] for line in menu_lines(targets, [], group)]
+                  for i, group in enumerate(VERB_GROUPS)}
+        lines, order = [], list(groups)
+    ranked = _rank(llm, context, narration, groups, order, lines, people, rules, cancel, seed)
+    return final_menu(rules.finish(fallback_choices(ranked, people), targets), people)
+
+
+def final_menu(options: Sequence[str], people: Iterable[str] = ()) -> list[str]:
+    """The last gate: ``options`` less any the eval would count as broken, then topped up
+    to three (the rules' marks may make a line longer than a model line may be)."""
+    people = tuple(people)
+    broken = {hit.match for hit in broken_choices(list(options), people)}
+    kept = [o for o in options if o not in broken]
+    return kept if len(kept) >= MIN_CHOICES else fallback_choices(kept, people)
+
+
+def _rank(llm: Llama, context: NarrationContext, narration: str, groups: dict[str, list[str]],
+          order: list[str], chosen: list[str], people: list[str], rules: ChoiceRules,
+          cancel: threading.Event | None, seed: int | None) -> list[str]:
+    """``chosen`` and one line of each group the model picks, up to four. A line must
+    pass the gate and the rules; the first pass takes only lines acting on something
+    no chosen line acts on, the second (if room is left) any line of a group unused."""
+    lines = list(chosen)
+    picked: list[str] = []
+    picker: Picker | None = None
+    for fresh_only in (True, False):
+        for group in order:
+            if len(lines) >= MAX_CHOICES or (cancel is not None and cancel.is_set()):
+                return lines
+            if group in picked:
+                continue
+            used = {_target(line) for line in lines}
+            fit = [c for c in dict.fromkeys(groups.get(group, ()))
+                   if valid_line(c, lines, people) and rules.allows(f"- {c}\n")
+                   and (not fresh_only or _target(c) not in used)]
+            if not fit:
+                continue
+            if len(fit) > 1 and picker is None:
+                picker = Picker(llm, choice_prompt(llm, context, narration), temperature=0.5,
+                                seed=seed)
+            line = fit[0] if len(fit) == 1 else picker.pick([f"{c}\n- " for c in fit])[:-3]
+            lines.append(line)
+            picked.append(group)
+    return lines
+
+
+def choice_prompt(llm: Llama, context: NarrationContext, narration: str) -> list[int]:
+    """The tokens the picks continue: the model's own context when it still ends in the
+    narration (a narration's ``then``: nothing is read again), else the action and the
+    narration as prose. Either way the cue for a list of moves follows."""
+    cue = llm.tokenize(CHOICE_CUE.encode(), add_bos=False, special=False)
+    held = _held_narration(llm, narration)
+    if held is not None:
+        return held + cue
+    action = " ".join(context.player_input.split())
+    prose = f"{action}\n\n{narration.strip()}" if action else narration.strip()
+    return llm.tokenize(prose.encode(), add_bos=True, special=False) + cue
+
+
+def _held_narration(llm: Llama, narration: str) -> list[int] | None:
+    """The model's context up to the end of ``narration``, when its KV state holds the
+    narration (the last words the model evaluated are in it); None otherwise."""
+    count = int(getattr(llm, "n_tokens", 0) or 0)
+    text = " ".join(narration.split())
+    if count < 8 or len(text) < _HELD_KEY_CHARS:
+        return None
+    held = [int(t) for t in llm.input_ids[:count]]
+    tail = " ".join(llm.detokenize(held[-24:]).decode("utf-8", "ignore").split())
+    key = tail[-_HELD_KEY_CHARS:]
+    at = text.rfind(key) if len(key) == _HELD_KEY_CHARS else -1
+    if at < 0:
+        return None
+    rest = text[at + len(key):]
+    return held + (llm.tokenize(rest.encode(), add_bos=False, special=False) if rest else [])
 
 
 def model_choices(planner: ModelPlanner, context: NarrationContext | str, narration: str, *,
-                  cancel: threading.Event | None = None, seed: int | None = None) -> list[str]:
+                  facts: SceneFacts | None = None, cancel: threading.Event | None = None,
+                  seed: int | None = None) -> list[str]:
     """Choices for the turn ``context`` narrated as ``narration`` (see the module doc)."""
     if isinstance(context, str):
         context = NarrationContext(player_input=context)
     choices = planner.exclusive(
-        "choices", lambda llm: write_choices(llm, context, narration, cancel=cancel, seed=seed),
+        "choices", lambda llm: write_choices(llm, context, narration, facts=facts, cancel=cancel,
+                                             seed=seed),
         cancel=cancel)
-    return choices or fallback_choices()
+    return choices or fallback_choices(people=facts.person_names() if facts else ())
