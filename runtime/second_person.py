@@ -47,6 +47,9 @@ _ATTEMPT = re.compile(
     r"(?:make (?:a |an )?)?[a-z]+ (?:check|save) (?:to|for)\s+|"
     r"(?:quickly|carefully|slowly|quietly|bravely|desperately|cautiously|boldly)\s+)",
     re.IGNORECASE)
+# "Strength check to lift the gate", "Make a stealth check to slip by": a roll asked for a deed.
+_CHECK_FOR = re.compile(r"^(?:(?:I )?make (?:a |an )?)?[A-Za-z]+ (?:check|save) (?:to|for) (.+)$",
+                        re.IGNORECASE)
 # "… and roll to persuade her", "…, rolling for it": the dice request, not the deed.
 _ROLL_TAIL = re.compile(r"(?:(?:,\s*|\s+and\s+|\s+then\s+)(?:and\s+)?(?:roll|rolling)\b.*|"
                         r"[.;!]\s*(?:roll|let the dice)\b.*)$", re.IGNORECASE)
@@ -67,7 +70,10 @@ def you_form(action: str) -> str | None:
         return None  # "Wick, show me the safe paths": words to someone, not a deed
     if first in _QUESTION_START:
         return None
-    if first in ("i", "i'm", "i’m", "i've", "i’ve", "i'll", "i’ll", "i'd", "i’d"):
+    check = _CHECK_FOR.match(text)
+    if check:  # "Strength check to lift the gate": the player asks to try the deed
+        body = "You try to " + _swap(check.group(1))
+    elif first in ("i", "i'm", "i’m", "i've", "i’ve", "i'll", "i’ll", "i'd", "i’d"):
         body = _swap(text)
     elif first not in _NOT_IMPERATIVE and text[:1].isupper():
         body = "You " + text[:1].lower() + _swap(text[1:])  # a menu's "Climb the wall"

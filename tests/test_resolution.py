@@ -85,6 +85,8 @@ def test_the_deed_phrase_drops_the_attempt_and_the_dice_request():
         == "talk Odile up to forty silver crowns"
     assert deed_phrase("I roll 2d6 to climb the wall") == "climb the wall"
     assert deed_phrase("Strength check to lift the gate") == "lift the gate"
+    assert you_form("Strength check to lift the gate") == "You try to lift the gate"
+    assert classify("I make a stealth check to slip by the guard").kind == "sneak"
     assert deed_phrase("I roll to jump the channel before it reaches my knees") \
         == "jump the channel before it reaches your knees"
     assert deed_phrase("Roll for perception") is None
