@@ -33,9 +33,14 @@ STREAM_FLUSH_S = 0.05  # narration reaches clients at most 20 times a second
 @ray.remote(num_cpus=0, max_restarts=-1, max_concurrency=64)
 class PlannerActor:
     def __init__(self, model_path: str | None = None, n_threads: int | None = None,
-                 embedder_name: str = "embedder", seed: int | None = None) -> None:
-        self.planner = ModelPlanner(Path(model_path) if model_path else None, n_threads=n_threads,
-                                    **({"seed": seed} if seed is not None else {}))
+                 embedder_name: str = "embedder", seed: int | None = None,
+                 narration_mode: str = "auto", narration_candidates: int | None = None) -> None:
+        self.planner = ModelPlanner(
+            Path(model_path) if model_path else None, n_threads=n_threads,
+            narration_mode=narration_mode,
+            **({"seed": seed} if seed is not None else {}),
+            **({"narration_candidates": narration_candidates}
+               if narration_candidates is not None else {}))
         self._embedder_name = embedder_name
         self._routed: RoutedPlanner | None = None
 

@@ -359,6 +359,11 @@ def test_narration_is_in_the_second_person_and_ends_at_a_sentence(planner) -> No
     text = "".join(planner.narrate(context))
     assert text.startswith("You")  # the reply is begun for the model: never "I was standing…"
     assert not set(text) & set(":*#")  # no "You: …", no "Player action:" echoed, no markup
+    # the decoding constraints hold on the chat path too (decoding.py)
+    from narratoria.runtime.planner.narration_scores import narrator_first_person
+
+    assert not narrator_first_person(text), text
+    assert not re.search(r"\b(?:players?|game|narrator|scenario|prompt)\b", text, re.I), text
     paragraphs = [p for p in text.split("\n\n") if p.strip()]
     assert 1 <= len(paragraphs) <= 3 and "\n" not in text.replace("\n\n", "")
     if len(text.split()) >= 70:

@@ -145,7 +145,8 @@ def stream_narration(source: ModelPlanner | Llama, context: NarrationContext | s
         return paragraphed(source.stream(
             messages, "narration", cancel=cancel, prefill=NARRATION_PREFILL,
             stop_when=sentence_end_after(NARRATION_SOFT_TOKENS), then=then,
-            logit_bias=source.token_bias(NARRATION_FORBIDDEN),
+            # the processor keeps NARRATION_FORBIDDEN out too: llama-cpp-python 0.3.36
+            # given logit_bias and logits_processor together drops both (list.extend's None)
             logits_processor=_constraints(source, context.scene), **options))
     return _stream_llm(source, messages, lock, cancel, options)
 
