@@ -32,6 +32,12 @@ from typing import Any
 
 DRAIN_S = 5.0
 DEFAULT_SKILL_LIMIT = 8
+# Calls in flight at once; past it a call ends RESOURCE_EXHAUSTED at once (no handler
+# runs, its message is dropped). Each call may hold a request of up to 8 MiB (measured:
+# ~9 MB of the daemon's memory per 4.7 MB portrait being saved; 600 at once reached
+# 5.2 GB), and a turn's stream is a call for the whole turn: 512 keeps hundreds of
+# sessions streaming and bounds that memory (serve --max-concurrent-rpcs sets it).
+DEFAULT_MAX_CONCURRENT_RPCS = 512
 RAY_DIR_PREFIX = "nr-ray-"
 RESOURCE_WAIT_S = 15.0  # how long --planner-resource waits for nodes that offer it
 
@@ -59,6 +65,8 @@ class DaemonConfig:
     skill_caps: dict[str, float] = field(default_factory=dict)
     # How a skill's descendants die with it (runtime/containment.py MODES).
     skill_containment: str = "auto"
+    # gRPC calls in flight at once (DEFAULT_MAX_CONCURRENT_RPCS).
+    max_concurrent_rpcs: int = DEFAULT_MAX_CONCURRENT_RPCS
 
 
 def config_from_args(args: argparse.Namespace) -> DaemonConfig:
@@ -81,7 +89,9 @@ def config_from_args(args: argparse.Namespace) -> DaemonConfig:
         supervisor_resource=getattr(args, "supervisor_resource", None),
         skill_caps={cap: value for cap, flag in _CAP_FLAGS.items()
                     if (value := getattr(args, flag, None)) is not None},
-        skill_containment=getattr(args, "skill_containment", None) or "auto")
+        skill_containment=getattr(args, "skill_containment", None) or "auto",
+        max_concurrent_rpcs=int(getattr(args, "max_concurrent_rpcs", None)
+                                or DEFAULT_MAX_CONCURRENT_RPCS))
 
 
 # SkillCaps field -> the serve argument that sets it (--max-skill-memory-mb...).
@@ -357,7 +367,8 @@ async def serve(config: DaemonConfig) -> int:
             interceptors=[RequestDecodeInterceptor(),
                           IdentityInterceptor(token, ClientRegistry(config.data_dir))],
             # 8 MiB: a character's portrait (SaveCharacter) may be 5 MB (§6.2.7).
-            options=[("grpc.max_receive_message_length", 8 << 20)])
+            options=[("grpc.max_receive_message_length", 8 << 20)],
+            maximum_concurrent_rpcs=config.max_concurrent_rpcs)
         rpc.add_NarratoriaServicer_to_server(NarratoriaService(daemon), server)
         rpc.add_StoreServicer_to_server(StoreService(daemon), server)
         rpc.add_ModelServicer_to_server(ModelService(daemon), server)

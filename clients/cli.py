@@ -979,6 +979,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "(default 300)")
     serve.add_argument("--max-plan-timeout-s", type=_positive_int, metavar="S",
                        help="the longest timeout a plan may ask for (default 600)")
+    serve.add_argument("--max-concurrent-rpcs", type=_positive_int, metavar="N",
+                       help="gRPC calls in flight at once, a turn's stream included; past it "
+                            "a call ends RESOURCE_EXHAUSTED (default 512)")
     serve.add_argument("--planner", choices=("model", "pattern"),
                        help="who plans turns: the model (default) or the pattern planner "
                             "(no model plans: tests, weak devices)")
