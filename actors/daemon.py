@@ -55,6 +55,10 @@ class DaemonConfig:
     planner: str = "model"
     threads: int | None = None  # the model's CPU threads (None: every core)
     seed: int | None = None  # the model's sampling seed (None: the planner's default)
+    # How the model narrates (runtime/planner/model.py NARRATION_MODES) and how many
+    # candidate sentences story mode keeps the best of (None: the planner's default).
+    narration_mode: str = "auto"
+    narration_candidates: int | None = None
     planner_replicas: int = 1
     # A custom Ray resource each planner replica needs ("NAME" or "NAME=AMOUNT"):
     # replicas go only to nodes started with `ray start --resources '{"NAME": ...}'`.
@@ -84,6 +88,8 @@ def config_from_args(args: argparse.Namespace) -> DaemonConfig:
         planner=getattr(args, "planner", None) or "model",
         threads=getattr(args, "threads", None),
         seed=getattr(args, "seed", None),
+        narration_mode=getattr(args, "narration_mode", None) or "auto",
+        narration_candidates=getattr(args, "narration_candidates", None),
         planner_replicas=int(getattr(args, "planner_replicas", None) or 1),
         planner_resource=getattr(args, "planner_resource", None),
         supervisor_resource=getattr(args, "supervisor_resource", None),
@@ -261,7 +267,8 @@ async def serve(config: DaemonConfig) -> int:
     from narratoria.runtime.endpoint import TOKEN_ENV, ensure_token, publish_token, remove_token_beside
     from narratoria.runtime.identity import CLIENT_TOKEN_ENV
     from narratoria.runtime.files import PRIVATE_UMASK, make_private
-    from narratoria.runtime.planner.model import check_model_file, default_model_path
+    from narratoria.runtime.planner.model import (MAX_NARRATION_CANDIDATES, check_model_file,
+                                                  default_model_path)
 
     from .coordinator import CoordinatorActor
     from .embedder import EmbedderActor
@@ -287,6 +294,10 @@ async def serve(config: DaemonConfig) -> int:
         check_model_file(model_path)
     except Exception as exc:  # noqa: BLE001 - a clear message before anything starts
         raise DaemonError(str(exc)) from None
+    if config.narration_candidates is not None \
+            and not 1 <= config.narration_candidates <= MAX_NARRATION_CANDIDATES:
+        raise DaemonError(f"--narration-candidates: {config.narration_candidates} is not "
+                          f"between 1 and {MAX_NARRATION_CANDIDATES}")
     # Private at creation for everything this process and its Ray workers (the store's
     # database and WAL, the journal, the token, clients.json, characters) write; a data
     # dir made before that is corrected once, here, before anything opens it.
@@ -330,8 +341,10 @@ async def serve(config: DaemonConfig) -> int:
         try:
             embedder = EmbedderActor.options(name="embedder", **here).remote(
                 config.embedding_backend)
-            planners = {o["name"]: PlannerActor.options(**o).remote(str(model_path), config.threads,
-                                                                  seed=config.seed)
+            planners = {o["name"]: PlannerActor.options(**o).remote(
+                str(model_path), config.threads, seed=config.seed,
+                narration_mode=config.narration_mode,
+                narration_candidates=config.narration_candidates)
                         for o in planner_opts}
             store = StoreActor.options(name="store", **here).remote(str(config.data_dir))
             supervisor = SkillSupervisorActor.options(**_supervisor_options(config, here)).remote(

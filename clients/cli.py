@@ -966,6 +966,13 @@ def build_parser() -> argparse.ArgumentParser:
                        help="CPU threads for the model (default: every core)")
     serve.add_argument("--seed", type=int, metavar="N",
                        help="the model's sampling seed (default 42; `eval narration --seed`)")
+    serve.add_argument("--narration-mode", choices=("story", "chat", "auto"),
+                       help="story: the model continues the scene as prose; chat: it answers "
+                            "a chat request; auto (default): chat only for a model of 1B "
+                            "parameters or more with a chat template")
+    serve.add_argument("--narration-candidates", type=_positive_int, metavar="N",
+                       help="story mode keeps the best of N sentences written side by side "
+                            "(default 3, at most 8)")
     serve.add_argument("--skill-limit", type=int, metavar="N",
                        help="max concurrent skill processes")
     serve.add_argument("--max-skill-memory-mb", type=_positive_int, metavar="MB",
