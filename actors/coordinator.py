@@ -370,8 +370,8 @@ class CoordinatorActor:
         campaign, or when the campaign cannot be read."""
         if campaign is None:
             return None
-        tracker = ((guidance.state_patch.get("plot") or {}).get("beats")
-                   if guidance is not None else None)
+        # The tracker document itself: state_patch holds it as a replacing patch (nulls).
+        tracker = guidance.tracker if guidance is not None and guidance.tracker else None
         try:
             world = await asyncio.to_thread(campaign_world, campaign)
             return scene_facts(world, state.tree, story,

@@ -109,3 +109,24 @@ def test_a_ref_naming_no_home_or_too_long_is_not_found_never_a_crash(tmp_path, r
 
     with pytest.raises(CampaignNotFound, match="campaign: "):
         CampaignLibrary(tmp_path).locate(ref)
+
+
+def test_the_tracker_is_saved_by_replacement_and_handed_over_whole():
+    two = load_campaign(TESTS / "fixtures" / "campaigns" / "two_beats")
+    state = SessionState(two.initial_state(), two.ranges())
+    from narratoria.runtime.beat_tracker import BeatTracker
+
+    for scene in (1, 2, 3):
+        guidance = two.guidance(scene, state, "I wait")
+        state.apply_patch(guidance.state_patch)
+        # What the scene saved is exactly the tracker it hands to others (choices).
+        assert state.get(".".join(TRACKER_PATH)) == guidance.tracker
+        assert BeatTracker.from_json(guidance.tracker).scene == scene
+    assert state.get("plot.beats.due") == {}  # "encounters" left `due` when it triggered
+    assert guidance.triggered == ()
+    # A scene not told by the narrator keeps its beats due and applies no consequence.
+    fresh = SessionState(two.initial_state(), two.ranges())
+    first = two.guidance(1, fresh, "I wait")
+    fresh.apply_patch(first.deferred_patch)
+    assert fresh.get("plot.beats.due") == {"premise": 1, "encounters": 1}
+    assert fresh.get("world.premise_told") is None

@@ -167,7 +167,8 @@ class LoadedCampaign:
         told = tuple(s for b in moved.triggered if (s := beat_sentence(b.description)))
         return SceneGuidance(tuple(lines), patch, tuple(b.id for b in moved.triggered),
                              tuple((s.beat_id, s.reason) for s in moved.skipped),
-                             saving(moved.deferred), told, moved.tracker.to_json())
+                             deferred_patch=saving(moved.deferred), sentences=told,
+                             tracker=moved.tracker.to_json())
 
 
 def load_campaign(root: Path) -> LoadedCampaign:
