@@ -19,6 +19,9 @@ class PlanRequest:
     parent_plan_id: str | None = None
     state: dict[str, Any] = field(default_factory=dict)
     hints: tuple[str, ...] = ()  # skills a router thinks the turn needs, best first
+    # The NPCs and factions of the session's campaign (deeds.Entity): whom a deed can
+    # name, and the ids the skills store them under. Empty: names are read from the text.
+    entities: tuple[Any, ...] = ()
 
     def offered(self) -> list[SkillScript]:
         """Scripts the planner may choose: available and not disabled."""

@@ -19,14 +19,27 @@ Dataset: JSON Lines, one case a line (blank lines are skipped)::
      "forbidden_skills": [], "state": {"location": "the docks"}}
 
 ``input`` is required; ``expected_skills`` and ``forbidden_skills`` (lists of skill
-names, default ``[]``) and ``state`` (an object, default ``{}``) are optional, and any
-other key is an error (a misspelt ``expected_skill`` would silently make a case
+names, default ``[]``), ``state`` (an object, default ``{}``), ``campaign`` and
+``effects`` are optional, and any other key is an error (a misspelt ``expected_skill`` would silently make a case
 trivially right). Every skill named must be one the planner is offered. A case may
 expect several skills at once — a multi-skill turn, such as a roll whose outcome is
 then written to memory. The shipped dataset (``tests/data/planner_eval.jsonl``) has
 none yet because ``dice-roller`` is the only built-in skill; add multi-skill lines
 there as more skills ship. A bad dataset fails before any model work, with
 ``FILE:LINE: FIELD: reason``.
+
+Deeds (issue 20 item 7) are checked by what the plan's inputs do, not only by which
+skills it calls. ``campaign`` is a built-in campaign's id or a campaign folder: its
+NPCs and factions reach the planner (``PlanRequest.entities``) as a daemon's session
+would give them. ``effects`` lists what the plan must do, each::
+
+    {"skill": "npc-perception", "target": "odile_venn", "change": "down", "size": "notable"}
+
+``skill`` is ``reputation`` or ``npc-perception`` (and must be expected); ``target``
+an id, or a list of ids any of which will do; ``change`` ``up``, ``down`` (an update
+moving the target that way) or ``query`` (the skill's query script naming it);
+``size`` (optional, with up/down) ``small`` (|delta| <= 10), ``notable`` (< 30) or
+``major``. Ids compare as the skills make them (``deeds.entity_id``).
 
 Scoring (pure functions, no model needed):
 
@@ -39,6 +52,8 @@ Scoring (pure functions, no model needed):
 - per skill, over expected vs planned skills (skills of invalid plans count as none):
   ``precision = tp / (tp + fp)``, ``recall = tp / (tp + fn)``, ``support = tp + fn``
   (cases expecting the skill); ``null`` where the denominator is 0;
+- a case with effects *meets* them when every one is done by some tool of its plan
+  (``effect_accuracy`` over the cases with effects; ``effect_mistakes`` lists misses);
 - latency is the whole time to the final plan, the fallback included:
   ``p50_ms`` is the median, ``p95_ms`` the nearest-rank 95th percentile.
 """
@@ -58,11 +73,16 @@ from typing import Any
 from ..plan import Plan, PlanError, decode_plan, encode, validate_plan
 from ..skills.discovery import SkillScript
 from .base import Planner, PlanRequest
+from .deeds import SIZES, Entity, campaign_entities, effect_met, entity_id, planned_effects
 from .pattern import PatternPlanner
 
 DEFAULT_BUDGET_S = 5.0  # the turn loop's generation budget (replan.GENERATION_BUDGET_S)
 MISTAKES_LIMIT = 20
-CASE_KEYS = ("input", "expected_skills", "forbidden_skills", "state")
+CASE_KEYS = ("input", "expected_skills", "forbidden_skills", "state", "campaign", "effects")
+EFFECT_KEYS = ("skill", "target", "change", "size")
+EFFECT_SKILLS = ("npc-perception", "reputation")
+CHANGES = ("up", "down", "query")
+CAMPAIGN_MAX = 300
 MAX_REPORTED_ERRORS = 20
 WARMUP_INPUT = "I glance around and wait."  # not a dataset case; its plan is thrown away
 
@@ -82,12 +102,35 @@ class DatasetError(ValueError):
 
 
 @dataclass(frozen=True)
+class ExpectedEffect:
+    """What a deed case's plan must do to one NPC or faction."""
+
+    skill: str
+    targets: tuple[str, ...]   # ids, any one of which will do
+    change: str                # up | down | query
+    size: str | None = None    # small | notable | major (up/down only)
+
+    def met(self, plan: Plan | None) -> bool:
+        if plan is None:
+            return False
+        done = [e for tool in plan.tools for e in planned_effects(tool.toolPath, tool.input)]
+        return effect_met(self.skill, self.targets, self.change, self.size, done)
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"skill": self.skill, "target": list(self.targets),
+                               "change": self.change}
+        return {**doc, "size": self.size} if self.size else doc
+
+
+@dataclass(frozen=True)
 class EvalCase:
     input: str
     expected_skills: tuple[str, ...] = ()
     forbidden_skills: tuple[str, ...] = ()
     state: dict[str, Any] = field(default_factory=dict)
     line: int = 0  # 1-based line in the dataset file; 0 for cases built in code
+    campaign: str = ""                             # a built-in campaign's id or a folder
+    effects: tuple[ExpectedEffect, ...] = ()
 
 
 def _skill_list(value: Any, key: str, where: str, known: frozenset[str] | None) -> list[str]:
@@ -107,6 +150,35 @@ def _skill_list(value: Any, key: str, where: str, known: frozenset[str] | None) 
             raise ValueError(f"{where}: {key}[{index}]: {item!r} is listed twice")
         names.append(item)
     return names
+
+
+def _effect(doc: Any, where: str, expected: Sequence[str]) -> ExpectedEffect:
+    if not isinstance(doc, dict):
+        raise ValueError(f"{where}: expected an object with skill, target and change, "
+                         f"got {type(doc).__name__}")
+    unknown = sorted(set(doc) - set(EFFECT_KEYS))
+    if unknown:
+        raise ValueError(f"{where}.{unknown[0][:40]}: unknown field "
+                         f"(an effect has {', '.join(EFFECT_KEYS)})")
+    skill = doc.get("skill")
+    if skill not in EFFECT_SKILLS:
+        raise ValueError(f"{where}.skill: expected one of {', '.join(EFFECT_SKILLS)}")
+    if skill not in expected:
+        raise ValueError(f"{where}.skill: {skill!r} is not among expected_skills")
+    target = doc.get("target")
+    targets = [target] if isinstance(target, str) else target
+    if not isinstance(targets, list) or not targets or not all(
+            isinstance(t, str) and t and entity_id(t) == t for t in targets):
+        raise ValueError(f"{where}.target: expected an id (lower case, words joined by _) "
+                         "or a non-empty list of ids")
+    change = doc.get("change")
+    if change not in CHANGES:
+        raise ValueError(f"{where}.change: expected one of {', '.join(CHANGES)}")
+    size = doc.get("size")
+    if size is not None and (size not in SIZES or change == "query"):
+        raise ValueError(f"{where}.size: expected one of {', '.join(SIZES)}, "
+                         "and only with change up or down")
+    return ExpectedEffect(skill, tuple(targets), change, size)
 
 
 def parse_case(doc: Any, where: str, known_skills: Iterable[str] | None = None,
@@ -134,8 +206,21 @@ def parse_case(doc: Any, where: str, known_skills: Iterable[str] | None = None,
     state = doc.get("state", {})
     if not isinstance(state, dict):
         raise ValueError(f"{where}: state: expected an object, got {type(state).__name__}")
+    campaign = doc.get("campaign", "")
+    if not isinstance(campaign, str) or len(campaign) > CAMPAIGN_MAX:
+        raise ValueError(f"{where}: campaign: expected a campaign id or folder "
+                         f"(a string of at most {CAMPAIGN_MAX} characters)")
+    if campaign and campaign_folder(campaign) is None:
+        raise ValueError(f"{where}: campaign: {campaign[:80]!r} is neither a built-in "
+                         "campaign's id nor a folder")
+    effects = doc.get("effects", [])
+    if not isinstance(effects, list):
+        raise ValueError(f"{where}: effects: expected a list, got {type(effects).__name__}")
     return EvalCase(input=text, expected_skills=tuple(expected),
-                    forbidden_skills=tuple(forbidden), state=state, line=line)
+                    forbidden_skills=tuple(forbidden), state=state, line=line,
+                    campaign=campaign,
+                    effects=tuple(_effect(e, f"{where}: effects[{i}]", expected)
+                                  for i, e in enumerate(effects)))
 
 
 def parse_dataset(text: str, source: str,
@@ -236,6 +321,12 @@ class CaseOutcome:
         return self.valid and is_accurate(self.case.expected_skills,
                                           self.case.forbidden_skills, self.planned)
 
+    @property
+    def missed_effects(self) -> list[ExpectedEffect]:
+        """The case's effects its plan does not do (all of them when it is invalid)."""
+        plan = self.plan if self.valid else None
+        return [e for e in self.case.effects if not e.met(plan)]
+
 
 def _ratio(num: int, den: int) -> float | None:
     return round(num / den, 4) if den else None
@@ -291,6 +382,18 @@ def _ms(value: float | None) -> float | None:
     return None if value is None else round(value, 1)
 
 
+def effect_accuracy(outcomes: Sequence[CaseOutcome]) -> float | None:
+    with_effects = [o for o in outcomes if o.case.effects]
+    return _ratio(sum(not o.missed_effects for o in with_effects), len(with_effects))
+
+
+def effect_mistake(outcome: CaseOutcome) -> dict[str, Any]:
+    plan = outcome.plan if outcome.valid else None
+    return {"line": outcome.case.line, "input": outcome.case.input,
+            "missed": [e.to_json() for e in outcome.missed_effects],
+            "tools": [{"tool": t.toolPath, "input": t.input} for t in plan.tools] if plan else []}
+
+
 def mistake(outcome: CaseOutcome) -> dict[str, Any]:
     case = outcome.case
     entry: dict[str, Any] = {"line": case.line, "input": case.input,
@@ -322,6 +425,10 @@ def summarize(outcomes: Sequence[CaseOutcome], *, skills: Iterable[str] = (),
         "fallbacks": sum(o.fallback for o in outcomes),
         "fallback_reasons": dict(sorted(reasons.items())),
         "mistakes": [mistake(o) for o in outcomes if not o.accurate][:mistakes_limit],
+        "effect_cases": sum(bool(o.case.effects) for o in outcomes),
+        "effect_accuracy": effect_accuracy(outcomes),
+        "effect_mistakes": [effect_mistake(o) for o in outcomes
+                            if o.missed_effects][:mistakes_limit],
     }
 
 
@@ -361,10 +468,39 @@ def default_planner(model_path: Path | str | None = None, skills: Any = None) ->
 Progress = Callable[[int, int, CaseOutcome], None]
 
 
+def campaign_folder(campaign: str) -> Path | None:
+    """The folder a case's ``campaign`` names: a built-in campaign's id, else a path."""
+    from ..campaign.catalog import builtin_campaigns_dir
+
+    builtin = builtin_campaigns_dir() / campaign
+    if "/" not in campaign and builtin.is_dir():
+        return builtin
+    folder = Path(campaign)
+    return folder if folder.is_dir() else None
+
+
+def case_entities(campaign: str, cache: dict[str, tuple[Entity, ...]] | None = None
+                  ) -> tuple[Entity, ...]:
+    """The NPCs and factions of a case's campaign (a built-in id or a folder); () for none."""
+    if not campaign:
+        return ()
+    if cache is not None and campaign in cache:
+        return cache[campaign]
+    folder = campaign_folder(campaign)
+    if folder is None:
+        raise DatasetError([f"campaign {campaign[:80]!r}: not a built-in campaign id or a folder"])
+    found = campaign_entities(folder)
+    if cache is not None:
+        cache[campaign] = found
+    return found
+
+
 async def plan_case(case: EvalCase, planner: Planner, available: tuple[SkillScript, ...], *,
-                    fallback: Planner | None, budget_s: float) -> CaseOutcome:
+                    fallback: Planner | None, budget_s: float,
+                    entities: tuple[Entity, ...] = ()) -> CaseOutcome:
     """Plan one case as the turn loop does: budget, validation, then the fallback."""
-    request = PlanRequest(player_input=case.input, available=available, state=dict(case.state))
+    request = PlanRequest(player_input=case.input, available=available, state=dict(case.state),
+                          entities=entities)
     started = time.perf_counter()
     plan: Plan | None = None
     used = planner
@@ -430,10 +566,14 @@ async def evaluate(cases: Sequence[EvalCase], planner: Planner, *,
     """
     offered = tuple(available) if available is not None else builtin_scripts()
     backup = fallback if fallback is not None else PatternPlanner()
+    entities: dict[str, tuple[Entity, ...]] = {}
+    for case in cases:  # a missing campaign fails before any planning
+        case_entities(case.campaign, entities)
     warmup_ms = await warm_up(planner, offered) if warmup and cases else None
     outcomes: list[CaseOutcome] = []
     for index, case in enumerate(cases, start=1):
-        outcome = await plan_case(case, planner, offered, fallback=backup, budget_s=budget_s)
+        outcome = await plan_case(case, planner, offered, fallback=backup, budget_s=budget_s,
+                                  entities=case_entities(case.campaign, entities))
         outcomes.append(outcome)
         if progress is not None:
             progress(index, len(cases), outcome)
@@ -476,9 +616,20 @@ def format_report(report: dict[str, Any]) -> list[str]:
     for name, m in report["per_skill"].items():
         lines.append(f"  {name}: precision {pct(m['precision'])}, recall {pct(m['recall'])}, "
                      f"support {m['support']}")
+    if report.get("effect_cases"):
+        lines.append(f"deed inputs     {pct(report['effect_accuracy'])} of "
+                     f"{report['effect_cases']} cases (target, direction, size)")
     if report["mistakes"]:
         lines.append(f"mistakes (first {len(report['mistakes'])}):")
         for m in report["mistakes"]:
             lines.append(f"  line {m['line']}: planned {m['planned']}, expected {m['expected']}, "
                          f"forbidden {m['forbidden']}: {m['input']}")
+    if report.get("effect_mistakes"):
+        lines.append(f"deed inputs missed (first {len(report['effect_mistakes'])}):")
+        for m in report["effect_mistakes"]:
+            missed = "; ".join(f"{e['skill']} {'/'.join(e['target'])} {e['change']}"
+                               + (f" {e['size']}" if e.get("size") else "") for e in m["missed"])
+            done = "; ".join(f"{t['tool']} {json.dumps(t['input'], sort_keys=True)[:80]}"
+                             for t in m["tools"]) or "no tools"
+            lines.append(f"  line {m['line']}: wanted {missed}; planned {done}: {m['input']}")
     return lines

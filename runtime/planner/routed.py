@@ -11,6 +11,14 @@ How the two judgements combine (issue 5 §2):
 - A larger model is trusted with the choice: it sees every offered script, may
   call none, and the router's choice reaches it as a hint in the prompt
   ("Likely tools: ..."). Pass ``trust_model`` to decide explicitly.
+
+Deeds (:mod:`.deeds`) are the engine's, whatever the model: an act the engine reads as
+done to a named NPC or a group chooses ``npc-perception`` or ``reputation`` beside the
+router's choice, and for a small model the engine writes those calls itself (whom,
+which way, how far), as it does a query naming whom it asks about. The model fills
+only the other chosen skills' calls, and is not woken when there are none. A deed
+call is optional (``required: false``): a standing that cannot be written never
+costs the turn its story.
 """
 
 from __future__ import annotations
@@ -24,7 +32,10 @@ from typing import Any
 from ..embedding import EmbeddingBackend
 from ..plan import Plan, PlanMetadata, new_plan_id
 from ..skills.registry import SkillRegistry
+from ..plan import ToolInvocation
 from .base import PlanRequest, PlanShape
+from .deeds import (PERCEPTION, REPUTATION, SKILL_OF, Deed, asks_standing, idle, mentions,
+                    perception_input, read_deeds, reputation_input)
 from .grammar import explicit_values
 from .model import ModelPlanner
 from .pattern import narrative_only
@@ -50,14 +61,22 @@ class RoutedPlanner:
             return await self.model.generate(request)
         routing = await asyncio.to_thread(self.router.route, request.player_input, offered)
         self.last_routing = routing
-        chosen = routing.chosen
+        refs = {s.ref for s in offered}
+        deeds = [d for d in read_deeds(request.player_input, request.entities)
+                 if UPDATE[d.skill] in refs]
+        chosen = decide(request, routing, deeds, refs)
         if self.trust_model:
             return await self.model.generate(replace(request, hints=tuple(chosen)))
-        if not chosen:
-            return Plan(requestId=new_plan_id(), tools=[],
-                        narrative=narrative_only(request.player_input),
+        engine = engine_tools(request, chosen, deeds, refs)
+        rest = [skill for skill in chosen if skill not in {t.toolPath.split("/")[0]
+                                                           for t in engine}]
+        if not rest:
+            return Plan(requestId=new_plan_id(), tools=engine, parallel=len(engine) > 1,
+                        narrative=None if engine else narrative_only(request.player_input),
+                        disabledSkills=sorted(request.disabled_skills),
                         metadata=PlanMetadata(generationAttempt=request.attempt,
                                               parentPlanId=request.parent_plan_id))
+        chosen = rest
         # The prompt still lists every offered script (one cached prompt for every
         # turn); the grammar allows only the chosen skills, fixes what the player
         # spelled out, and drops the plan's sentence (the narrator writes the turn).
@@ -68,7 +87,11 @@ class RoutedPlanner:
         shape = PlanShape(only=frozenset(chosen), each=tuple(chosen), min_tools=len(chosen),
                           max_tools=len(chosen), essential_inputs=True, narrative=False,
                           fixed=fixed)
-        return await self.model.generate(replace(request, hints=tuple(chosen)), shape)
+        plan = await self.model.generate(replace(request, hints=tuple(chosen)), shape)
+        if not engine:
+            return plan
+        tools = [*plan.tools, *engine]
+        return replace_plan(plan, tools)
 
     def warm(self, request: PlanRequest) -> float:
         """Embed the router's phrases and cache the planning prompt for ``request``'s
@@ -84,6 +107,67 @@ class RoutedPlanner:
             "chosen": routing.chosen,
             "scores": {r.skill: round(r.score, 3) for r in routing.routes},
             "narrationScore": round(routing.narration_score, 3)}}
+
+
+def decide(request: PlanRequest, routing: Routing, deeds: list[Deed], refs: set[str]) -> list[str]:
+    """The skills a turn calls: the router's, and the deed skills the engine's reading
+    adds (a deed done to someone, a question naming whom it asks about) or takes away
+    (the router's guess on an input that only looks, moves or asks about something else)."""
+    chosen = [s for s in routing.chosen
+              if s not in UPDATE or not idle(request.player_input)]
+    wanted = [d.skill for d in deeds]
+    if asks_standing(request.player_input):
+        wanted += [SKILL_OF[m.entity.kind]
+                   for m in mentions(request.player_input, request.entities)
+                   if QUERY[SKILL_OF[m.entity.kind]] in refs]
+    return [*chosen, *(s for s in dict.fromkeys(wanted) if s not in chosen)]
+
+
+UPDATE = {PERCEPTION: "npc-perception/update-perception",
+          REPUTATION: "reputation/update-reputation"}
+QUERY = {PERCEPTION: "npc-perception/query-perception",
+         REPUTATION: "reputation/query-reputation"}
+MAX_DEED_CALLS = 3  # NPCs changed by one turn; more read as a list, not deeds
+
+
+def engine_tools(request: PlanRequest, chosen: list[str], deeds: list[Deed],
+                 refs: set[str]) -> list[ToolInvocation]:
+    """The calls the engine writes for the chosen deed skills: an update per deed read
+    (one reputation call for every faction), else a query naming whom the input names.
+    A chosen skill the engine cannot fill (a query naming no one) is left to the model."""
+    tools: list[ToolInvocation] = []
+
+    def add(ref: str, tool_input: dict[str, Any]) -> None:
+        tools.append(ToolInvocation(toolId=f"deed{len(tools) + 1}", toolPath=ref,
+                                    input=tool_input, required=False, is_async=True))
+
+    npc_deeds = [d for d in deeds if d.skill == PERCEPTION][:MAX_DEED_CALLS]
+    faction_deeds = [d for d in deeds if d.skill == REPUTATION]
+    if PERCEPTION in chosen:
+        for deed in npc_deeds:
+            add(UPDATE[PERCEPTION], perception_input(deed))
+        named = [m.entity for m in mentions(request.player_input, request.entities)
+                 if m.entity.kind == "npc"]
+        if not npc_deeds and named and QUERY[PERCEPTION] in refs:
+            ids = list(dict.fromkeys(e.id for e in named))[:20]
+            add(QUERY[PERCEPTION], {"npcId": ids[0]} if len(ids) == 1 else {"npcIds": ids})
+    if REPUTATION in chosen:
+        if faction_deeds:
+            add(UPDATE[REPUTATION], reputation_input(faction_deeds[:20]))
+        elif QUERY[REPUTATION] in refs:
+            named = [m.entity for m in mentions(request.player_input, request.entities)
+                     if m.entity.kind == "faction"]
+            names = list(dict.fromkeys(e.name for e in named))[:50]
+            # No faction named: the script finds those the words name, or lists them all.
+            add(QUERY[REPUTATION], {"faction": names[0]} if len(names) == 1 else
+                {"factions": names} if names else {"query": request.player_input[:500]})
+    return tools
+
+
+def replace_plan(plan: Plan, tools: list[ToolInvocation]) -> Plan:
+    return Plan(requestId=plan.requestId, tools=tools, narrative=plan.narrative,
+                parallel=len(tools) > 1, disabledSkills=plan.disabledSkills,
+                metadata=plan.metadata, timeoutMs=plan.timeoutMs)
 
 
 def routed_planner(model: ModelPlanner, embedder: EmbeddingBackend, *,

@@ -1,0 +1,694 @@
+"""Deeds: what a player's act does to an NPC's opinion or a faction's standing.
+
+The router (:mod:`.router`) says *whether* a turn needs ``npc-perception`` or
+``reputation``; this module says *how*: which NPC or which faction, which way, and
+how far. A 135M model copies the manifest's example ("Merchants Guild", -20) into
+every call, so the engine reads the deed itself, the way ``explicit_values`` reads a
+dice formula, and the plan's inputs are written from that reading.
+
+A *deed* is the player's own act toward someone who would remember it: an NPC the
+campaign names (or, with no campaign, a capitalised name), or a group (a faction the
+campaign declares, a capitalised group such as "the Harbour Council", or a plural
+group noun such as "the shepherds"). Courtesies (thanks, greetings), trade at the
+asking price, acts toward nameless passers-by, other people's acts ("I watch Wick
+steal a button"), thoughts and questions are not deeds.
+
+Invariants:
+
+- pure text work: no model, no embedder; only :func:`campaign_entities` reads files;
+- ids are those the skills and the store use: an NPC's is the cast's id (the campaign
+  file's ``entity_id``; the narrator reads perception by it), a faction's is
+  reputation's own ``faction_id`` of the name given (``Lampwrights' Guild`` →
+  ``lampwrights_guild``), so every id written here is the id the skill will store;
+- every delta is explicit and inside the skills' bounds (perception ±50 per event,
+  reputation ±50 here), so what the plan says is what the store applies;
+- :data:`PERCEPTION_EVENTS` equals npc-perception's own event table (a test checks),
+  so a plan that names only an event is scored with the skill's delta.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+Kind = Literal["npc", "faction"]
+PERCEPTION = "npc-perception"
+REPUTATION = "reputation"
+SKILL_OF: dict[Kind, str] = {"npc": PERCEPTION, "faction": REPUTATION}
+
+# npc-perception's event table (skills/npc-perception/scripts/update-perception).
+PERCEPTION_EVENTS: dict[str, int] = {
+    "gift": 10, "complimented": 10, "kept-promise": 15, "helped": 20, "defended": 25,
+    "saved": 40, "insulted": -10, "refused": -10, "lied": -15, "threatened": -20,
+    "stole": -25, "attacked": -35, "betrayed": -50,
+}
+PERCEPTION_ALIASES: dict[str, str] = {
+    "help": "helped", "aided": "helped", "assisted": "helped",
+    "gifted": "gift", "gave-gift": "gift", "bribed": "gift",
+    "compliment": "complimented", "praised": "complimented", "flattered": "complimented",
+    "kept-word": "kept-promise", "promise-kept": "kept-promise",
+    "defend": "defended", "protected": "defended",
+    "save": "saved", "rescued": "saved",
+    "insult": "insulted", "mocked": "insulted",
+    "refuse": "refused", "declined": "refused",
+    "lie": "lied", "deceived": "lied",
+    "threaten": "threatened", "intimidated": "threatened",
+    "steal": "stole", "stolen": "stole", "robbed": "stole",
+    "attack": "attacked", "hurt": "attacked", "assaulted": "attacked",
+    "betray": "betrayed", "betrayal": "betrayed",
+}
+MAGNITUDES = {"minor": 0.5, "moderate": 1.0, "major": 2.0}
+MAX_PERCEPTION_DELTA = 50.0
+
+# How big a change is, on the skills' -100..100 scales: reputation's guidance says ±5 a
+# small favour or slight, ±10-20 a notable deed, ±30-50 a turning point.
+SIZES = ("small", "notable", "major")
+
+
+def size_of(delta: float) -> str:
+    magnitude = abs(delta)
+    return "small" if magnitude <= 10 else "notable" if magnitude < 30 else "major"
+
+
+_NOT_WORD = re.compile(r"[^\w]+")
+
+
+def entity_id(name: str) -> str:
+    """An id as the skills make one: reputation's ``faction_id`` (lower case, words
+    joined by ``_``, apostrophes dropped), a leading "the" left out."""
+    slug = _NOT_WORD.sub("_", name.lower().replace("'", "").replace("’", "")).strip("_")
+    return slug[4:] if slug.startswith("the_") else slug
+
+
+# --- entities -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Entity:
+    """Someone a deed can be done to."""
+
+    id: str
+    name: str
+    kind: Kind
+    aliases: tuple[tuple[str, ...], ...] = ()  # lower-case word runs that name it
+    faction: str = ""                           # an NPC's faction id, if any
+
+
+_TITLES = frozenset("captain lady lord sir master mistress brother sister mother father doctor "
+                    "dr old young little the aunt uncle madam mister mr mrs miss".split())
+
+
+def npc_entity(npc_id: str, name: str, faction: str = "",
+               others: Sequence[str] = ()) -> Entity:
+    """An NPC named in full, by its first or its last name alone too where no other
+    NPC of ``others`` (their names) shares that word."""
+    words = tuple(_words(name))
+    aliases = [words] if words else []
+    taken = {w for other in others if other != name for w in _words(other)}
+    for word in {words[0], words[-1]} if len(words) > 1 else ():
+        if word not in _TITLES and word not in taken and len(word) > 2:
+            aliases.append((word,))
+    return Entity(npc_id, name, "npc", tuple(aliases), faction)
+
+
+def faction_entity(faction_id: str, name: str = "", others: Sequence[str] = ()) -> Entity:
+    """A faction by its name; by its last word alone ("the guild", "the wardens") or a
+    plural first word ("the Lampwrights") where no other faction of ``others`` (ids)
+    shares it."""
+    shown = name or faction_id.replace("_", " ").title()
+    words = tuple(_words(shown))
+    aliases = {words, tuple(faction_id.split("_"))}
+    taken = {w for other in others if other != faction_id for w in other.split("_")}
+    if len(words) > 1:
+        if words[-1] not in taken:
+            aliases.add((words[-1],))
+        if words[0].endswith("s") and words[0] not in taken:
+            aliases.add((words[0],))
+    return Entity(faction_id, shown, "faction", tuple(sorted(aliases, key=len, reverse=True)))
+
+
+def cast_entities(cast: Mapping[str, Mapping[str, Any]],
+                  factions: Iterable[tuple[str, str]] = ()) -> tuple[Entity, ...]:
+    """Entities of a session's ``npcs`` map (id -> {name, traits: {faction}}) and of
+    the campaign's factions ((id, name) pairs); a faction an NPC belongs to is known
+    even when no file declares it."""
+    names = [str(spec.get("name") or npc_id) for npc_id, spec in cast.items()]
+    declared = dict(factions)
+    npcs: list[Entity] = []
+    for npc_id, spec in cast.items():
+        traits = spec.get("traits")
+        faction = traits.get("faction") if isinstance(traits, Mapping) else None
+        faction = entity_id(faction) if isinstance(faction, str) else ""
+        npcs.append(npc_entity(npc_id, str(spec.get("name") or npc_id), faction, names))
+        if faction:
+            declared.setdefault(faction, "")
+    ids = list(declared)
+    return (*npcs, *(faction_entity(fid, name, ids) for fid, name in declared.items()))
+
+
+def campaign_entities(root: Path | str) -> tuple[Entity, ...]:
+    """The NPCs and factions of the campaign folder ``root``: its cast (character
+    files) and its lore files of ``kind: faction``."""
+    from ..campaign.discovery import discover  # the campaign package is heavier than this one
+    from ..campaign.frontmatter import read_metadata
+    from ..campaign.loaded import NPC_TYPES
+
+    cast: dict[str, dict[str, Any]] = {}
+    factions: list[tuple[str, str]] = []
+    for f in discover(Path(root)):
+        if f.kind != "content" or f.format not in ("md", "txt"):
+            continue
+        meta = read_metadata(f.relative, f.path.read_text("utf-8"))
+        fm = meta.frontmatter
+        if meta.entity_type in NPC_TYPES and not fm.get("is_player"):
+            cast[meta.entity_id] = {"name": fm.get("name") or fm.get("display_name")
+                                    or meta.entity_id.replace("_", " ").title(),
+                                    "traits": {"faction": fm["faction"]}
+                                    if isinstance(fm.get("faction"), str) else {}}
+        elif meta.entity_type == "faction" or fm.get("kind") == "faction":
+            factions.append((meta.entity_id, str(fm.get("name") or "")))
+    return cast_entities(cast, factions)
+
+
+# --- reading a deed -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Event:
+    name: str          # npc-perception's event (or a label of its own, always with a delta)
+    perception: int    # the change of an NPC's opinion
+    reputation: int    # the change of a faction's standing
+
+
+EVENTS: dict[str, Event] = {e.name: e for e in (
+    Event("gift", 10, 10), Event("complimented", 10, 5), Event("kept-promise", 15, 15),
+    Event("helped", 20, 15), Event("defended", 25, 20), Event("saved", 40, 30),
+    Event("apologised", 10, 5), Event("honest", 10, 5), Event("favoured", 10, 10),
+    Event("insulted", -10, -10), Event("refused", -10, -5), Event("lied", -15, -10),
+    Event("threatened", -20, -15), Event("denounced", -20, -20), Event("stole", -25, -20),
+    Event("attacked", -35, -30), Event("betrayed", -50, -40),
+)}
+
+# Verbs (base forms) that do a deed by themselves: "I steal ...", "I help ...".
+_VERBS: dict[str, str] = {}
+for _event, _verbs in {
+    "gift": "give gift donate share hand offer bring buy pay tip treat feed lend bribe send",
+    "complimented": "compliment praise flatter admire applaud commend honour honor toast cheer",
+    "kept-promise": "repay return",
+    "helped": "help aid assist carry mend fix repair guide heal tend nurse teach comfort shelter "
+              "hide warn free release escort support rebuild dig haul bandage feed",
+    "defended": "defend protect shield vouch champion",
+    "saved": "save rescue",
+    "apologise": "",
+    "apologised": "apologise apologize",
+    "insulted": "insult mock ridicule sneer jeer taunt humiliate belittle snub scorn shame "
+                "offend slight deride",
+    "refused": "refuse decline reject",
+    "lied": "lie deceive trick con fool mislead dupe swindle cheat bluff fib",
+    "threatened": "threaten intimidate menace bully extort blackmail coerce frighten scare",
+    "denounced": "denounce slander accuse defame expose badmouth condemn vilify",
+    "stole": "steal rob pickpocket pocket pilfer filch swipe snatch loot plunder burgle "
+             "embezzle smuggle",
+    "attacked": "attack hit punch strike stab kick shove push slap beat assault wound hurt "
+                "smash burn wreck vandalise vandalize sabotage destroy torch dump ruin deface "
+                "desecrate break",
+    "betrayed": "betray double-cross",
+}.items():
+    for _verb in _verbs.split():
+        _VERBS.setdefault(_verb, _event)
+
+# Verbs that need a particle or an object to be a deed: (words after the verb, event).
+_PHRASES: dict[str, tuple[tuple[tuple[str, ...], str], ...]] = {
+    "stand": ((("up", "for"), "defended"), (("with",), "defended"), (("by",), "defended"),
+              (("between",), "defended")),
+    "side": ((("with",), "defended"),),
+    "speak": ((("up", "for"), "defended"), (("for",), "defended")),
+    "take": ((("the", "blame"), "defended"), (("the", "fall"), "defended")),
+    "laugh": ((("at",), "insulted"),),
+    "make": ((("fun", "of"), "insulted"), (("amends",), "apologised")),
+    "spit": ((("at",), "insulted"), (("on",), "insulted")),
+    "curse": ((("at",), "insulted"),),
+    "swear": ((("at",), "insulted"),),
+    "turn": ((("down",), "refused"), (("in",), "betrayed"), (("on",), "betrayed")),
+    "say": ((("sorry",), "apologised"),),
+    "beg": ((("forgiveness",), "apologised"), (("pardon",), "apologised")),
+    "sell": ((("out",), "betrayed"),),
+    "inform": ((("on",), "betrayed"),),
+    "rat": ((("on",), "betrayed"), (("out",), "betrayed")),
+    "pay": ((("back",), "kept-promise"), (("off",), "kept-promise")),
+    "keep": ((("my", "word"), "kept-promise"), (("my", "promise"), "kept-promise"),
+             (("our", "word"), "kept-promise"), (("our", "promise"), "kept-promise"),
+             (("the", "promise"), "kept-promise")),
+    "break": ((("my", "word"), "betrayed"), (("my", "promise"), "betrayed"),
+              (("my", "oath"), "betrayed"), (("our", "word"), "betrayed"),
+              (("the", "contract"), "betrayed"), (("our", "contract"), "betrayed"),
+              (("my", "contract"), "betrayed")),
+    "tell": ((("the", "truth"), "honest"), (("lies",), "lied")),
+    "pull": ((("out",), "saved"), (("back",), "saved"), (("free",), "saved")),
+    "drag": ((("out",), "saved"), (("free",), "saved")),
+    "knock": ((("down",), "attacked"), (("over",), "attacked"), (("out",), "attacked")),
+    "call": ((("a",), "insulted"), (("an",), "insulted")),
+}
+
+# Verbs after which nothing in the clause is the player's deed: looking, moving, asking.
+_NOT_DEEDS = frozenset(
+    "ask look watch see listen wonder think read wait walk go follow climb sit check examine "
+    "study search roll head enter leave open close light count hope wish remember recall "
+    "notice observe glance hear greet nod wave thank smile want tell explain describe show".split())
+# Words between "I" and the verb that are not the verb ("I quietly try to ...").
+_LEAD = frozenset("i we then and also just quickly quietly secretly slowly gently carefully "
+                  "finally immediately suddenly openly publicly loudly boldly calmly deliberately "
+                  "try tries tried attempt attempts decide decides manage manages to go "
+                  "still even now really rudely kindly coldly".split())
+_IRREGULAR = {"stole": "steal", "stolen": "steal", "gave": "give", "given": "give",
+              "lied": "lie", "lying": "lie", "hit": "hit", "hid": "hide", "brought": "bring",
+              "bought": "buy", "paid": "pay", "fed": "feed", "lent": "lend", "sent": "send",
+              "sold": "sell", "broke": "break", "kept": "keep", "beat": "beat", "stood": "stand",
+              "took": "take", "threw": "throw", "spat": "spit", "swore": "swear", "told": "tell",
+              "dug": "dig", "freed": "free", "forgave": "forgive", "made": "make", "said": "say",
+              "struck": "strike", "carries": "carry", "carried": "carry", "bullies": "bully",
+              "bullied": "bully", "buries": "bury"}
+# Subordinate clauses tell when or why, not what the player does to whom.
+_CLAUSE = re.compile(r"\s*(?:[;.!?]+|,|\s(?:and then|then|and|but)\s|\s[-—]+\s)\s*", re.I)
+_SUBORDINATE = re.compile(r"\s(?:when|while|because|since|so that|so|as|until|unless|after|"
+                          r"before|though|although|if|whenever|even though)\s.*$", re.I)
+_GROUP_NOUNS = frozenset(
+    "shepherds riders wardens guards villagers townsfolk townspeople merchants traders priests "
+    "priestesses monks nuns soldiers knights sailors fishermen fisherfolk miners farmers "
+    "bandits thieves smugglers pirates rebels nobles elders council guild watch clan clans tribe "
+    "crew parish brotherhood sisterhood cult militia army gang "
+    "syndicate legion journeymen salvagers apprentices mercenaries hunters pilgrims "
+    "refugees workers union magistrates mourners dockers "
+    "dockworkers families family household house guilds orphans clergy acolytes scholars "
+    "mages wizards witches druids rangers hunters sentries patrol garrison crowd".split())
+# Capitalised words that name a group rather than a person.
+_GROUP_WORDS = frozenset("guild guilds watch council temple order church company house clan "
+                         "syndicate crown court parish brotherhood sisterhood union legion "
+                         "senate assembly league circle cult army navy fleet bank "
+                         "corporation consortium tribe family".split())
+_NOT_PERSON_BEFORE = frozenset("the a an on in at into near across inside outside through "
+                               "toward towards within".split())
+_PRONOUNS = {"him": "npc", "her": "npc", "them": "any"}
+_SUBJECTS = frozenset("he she they it his her their".split())
+
+
+@dataclass(frozen=True)
+class _Token:
+    text: str      # as written, possessive dropped
+    word: str      # lower case, possessive dropped
+    capital: bool
+    start: int     # index in the input's token list
+
+
+_TOKEN = re.compile(r"[A-Za-z][A-Za-z'’-]*")
+
+
+def _words(text: str) -> list[str]:
+    return [t.word for t in _tokens(text)]
+
+
+def _tokens(text: str) -> list[_Token]:
+    out = []
+    for match in _TOKEN.finditer(text.replace("’", "'")):
+        raw = match.group()
+        bare = re.sub(r"'s$|'$", "", raw)
+        if re.fullmatch(r"I'(?:m|ll|ve|d)", bare, re.I):
+            bare = "I"
+        out.append(_Token(bare, bare.lower(), bare[:1].isupper(), len(out)))
+    return out
+
+
+def _lemma(word: str) -> str:
+    if word in _IRREGULAR:
+        return _IRREGULAR[word]
+    candidates = [word]
+    for suffix, add in (("ies", "y"), ("ied", "y"), ("es", ""), ("s", ""), ("ed", ""),
+                        ("ed", "e"), ("d", ""), ("ing", ""), ("ing", "e")):
+        if word.endswith(suffix) and len(word) > len(suffix) + 2:
+            candidates.append(word[:-len(suffix)] + add)
+    for candidate in candidates:
+        if candidate in _VERBS or candidate in _PHRASES or candidate in _NOT_DEEDS:
+            return candidate
+    if len(word) > 5 and word.endswith("ed") and word[-3] == word[-4]:  # "robbed", "stabbed"
+        return word[:-3]
+    return word
+
+
+@dataclass(frozen=True)
+class Mention:
+    entity: Entity
+    start: int  # token index in its clause
+    end: int
+
+
+@dataclass(frozen=True)
+class Deed:
+    """One change the input makes: to ``target``, ``event`` moving it by ``delta``."""
+
+    target: Entity
+    event: str
+    delta: int
+    reason: str
+
+    @property
+    def skill(self) -> str:
+        return SKILL_OF[self.target.kind]
+
+
+def mentions(text: str, entities: Sequence[Entity] = ()) -> list[Mention]:
+    """Who ``text`` names, in order: known entities by their aliases (longest first),
+    capitalised groups ("the Harbour Council"), plural group nouns ("the riders") and,
+    where no cast is known, capitalised names."""
+    tokens = _tokens(text)
+    words = [t.word for t in tokens]
+    found: list[Mention] = []
+    taken: set[int] = set()
+    aliases = sorted(((a, e) for e in entities for a in e.aliases), key=lambda p: -len(p[0]))
+    for alias, entity in aliases:
+        n = len(alias)
+        for i in range(len(words) - n + 1):
+            if tuple(words[i:i + n]) == alias and not taken & set(range(i, i + n)):
+                found.append(Mention(entity, i, i + n))
+                taken |= set(range(i, i + n))
+    knows_cast = any(e.kind == "npc" for e in entities)
+    i = 0
+    while i < len(tokens):
+        if i in taken:
+            i += 1
+            continue
+        token = tokens[i]
+        if token.capital and token.word != "i" and i > 0:
+            j = i + 1
+            while j < len(tokens) and j not in taken:
+                if tokens[j].capital:
+                    j += 1
+                    continue
+                # "Temple of the Dawn", "House of Arden": lower-case joiners inside a name
+                k = j
+                while k < len(tokens) and tokens[k].word in ("of", "the") and k - j < 2:
+                    k += 1
+                if k == j or k >= len(tokens) or not tokens[k].capital or k in taken:
+                    break
+                j = k
+            run = [t for t in tokens[i:j]]
+            name = " ".join(t.text for t in run)
+            # "the Harbour Council", "the Tithe Wardens", "the Bellkeepers": a group.
+            # The head is what comes before "of": "the Roll of Names" is a roll.
+            head = [t.word for t in run]
+            head = head[:head.index("of")] if "of" in head else head
+            is_group = any(w in _GROUP_WORDS for w in head) or (
+                head[-1].endswith("s") and (head[-1] in _GROUP_NOUNS or words[i - 1] == "the"))
+            if is_group:
+                found.append(Mention(Entity(entity_id(name), name, "faction"), i, j))
+            elif not knows_cast and not any(t.word in ("of", "the") for t in run) \
+                    and words[i - 1] not in _NOT_PERSON_BEFORE:
+                # "Captain Varro" is someone; "the Roll of Names", "the Tower" and "on
+                # Titan" are things and places.
+                person = [t for t in run if t.word not in _TITLES] or run
+                pname = " ".join(t.text for t in person)
+                found.append(Mention(Entity(entity_id(pname), pname, "npc"), i, j))
+            taken |= set(range(i, j))
+            i = j
+            continue
+        if token.word in _GROUP_NOUNS and not token.capital and i > 0 \
+                and words[i - 1] in ("the", "their", "two", "three", "those", "these", "both"):
+            found.append(Mention(Entity(entity_id(token.word), token.word, "faction"), i, i + 1))
+            taken.add(i)
+        i += 1
+    return sorted(found, key=lambda m: m.start)
+
+
+def _statements(text: str) -> str:
+    """``text`` without its questions: asking is not doing."""
+    return " ".join(s for s in re.split(r"(?<=[.!?])\s+", text) if not s.rstrip().endswith("?"))
+
+
+def _clauses(text: str) -> list[str]:
+    parts = [p for p in _CLAUSE.split(text) if p and p.strip()]
+    return [_SUBORDINATE.sub("", " " + p).strip() for p in parts]
+
+
+def _event_at(words: list[str], i: int) -> tuple[str | None, int]:
+    """The event the verb at ``words[i]`` does and where its object starts; (None, i)
+    for no deed."""
+    lemma = _lemma(words[i])
+    following = words[i + 1] if i + 1 < len(words) else ""
+    if following in ("me", "us", "myself", "ourselves") or (
+            lemma == "save" and following in ("throw", "throws", "against", "vs")):
+        return None, i  # "give me three choices", "a saving throw": done to no one
+    for particles, event in _PHRASES.get(lemma, ()):
+        n = len(particles)
+        # A phrase's particles follow the verb at once ("turn down") or after its
+        # object ("turn him in", "call her a liar"): look a few words on.
+        for gap in range(0, 4):
+            at = i + 1 + gap
+            if tuple(words[at:at + n]) == particles:
+                return event, i + 1
+    if lemma in _VERBS:
+        return _VERBS[lemma], i + 1
+    return None, i
+
+
+def _head(words: list[str]) -> int | None:
+    """Index of the clause's verb after its subject and any lead words, or None when
+    the clause's subject is someone else ("Tamsin hands me ...", "she helps ...")."""
+    i = 0
+    while i < len(words) and (words[i] in _LEAD or (words[i].endswith("ly") and
+                                                      _lemma(words[i]) not in _VERBS)):
+        i += 1
+    if i >= len(words):
+        return None
+    return i
+
+
+def read_deeds(text: str, entities: Sequence[Entity] = ()) -> list[Deed]:
+    """The deeds of ``text``: per clause, the player's verb and whom it is done to.
+
+    A clause whose verb looks, moves or asks holds no deed; nor does one whose subject
+    is someone else. Its target is the first person or group named after the verb
+    (a possessive counts: "Odile's purse"), else "him"/"her"/"them" refers to the last
+    one named before. One deed per target: the first reading wins.
+    """
+    deeds: dict[tuple[str, str], Deed] = {}
+    last: Mention | None = None
+    for number, clause in enumerate(_clauses(_statements(text))):
+        tokens = _tokens(clause)
+        words = [t.word for t in tokens]
+        named = mentions(clause, entities)
+        head = _head(words)
+        starts_with_other = bool(tokens) and (
+            words[0] in _SUBJECTS or any(m.start == 0 for m in named)
+            or (number == 0 and words[0] not in _LEAD and words[0] != "i" and tokens[0].capital
+                and _lemma(words[0]) not in _VERBS))
+        if head is None or starts_with_other:
+            last = named[-1] if named else last
+            continue
+        event, after = _event_at(words, head)
+        if event is None and _lemma(words[head]) not in _NOT_DEEDS:
+            # An unknown verb ("I quietly go over and slap ..."): a deed verb later on,
+            # before whoever it is done to.
+            first = min((m.start for m in named), default=len(words))
+            for j in range(head + 1, first):
+                if _lemma(words[j]) in _NOT_DEEDS or tokens[j].capital:
+                    break
+                event, after = _event_at(words, j)
+                if event is not None:
+                    break
+        if event is None:
+            last = named[-1] if named else last
+            continue
+        targets = [m for m in named if m.end > after - 1 and not _aside(words, m, event)]
+        if not targets:
+            pronoun = next((w for w in words[after:after + 4] if w in _PRONOUNS), None)
+            if pronoun is not None and last is not None:
+                targets = [last]
+            elif named:
+                targets = named[-1:]
+        # A second target only when the deed is done to both ("Odile and the guild") or
+        # made to it ("to the riders"); "in front of his wardens" names a witness.
+        targets = targets[:1] + [m for m in targets[1:2]
+                                 if _before(words, m) in ("and", "to", "both")]
+        for rank, mention in enumerate(targets):
+            # "I betray Orla to the riders": whom a betrayal is made to gains by it.
+            done = ("favoured" if rank and event in _TO_GAINS and _before(words, mention) == "to"
+                    else event)
+            key = (mention.entity.kind, mention.entity.id)
+            if key not in deeds:
+                kind_delta = EVENTS[done].perception if mention.entity.kind == "npc" \
+                    else EVENTS[done].reputation
+                deeds[key] = Deed(mention.entity, done, kind_delta, _reason(clause))
+        last = named[-1] if named else last
+    return list(deeds.values())
+
+
+_TO_GAINS = frozenset({"betrayed", "denounced"})
+_SHIELDING = frozenset({"saved", "defended", "helped"})
+
+
+def _aside(words: list[str], mention: Mention, event: str) -> bool:
+    """A name the deed is not done to: what a lie or a gift is "about", and whom
+    someone is saved or defended "from"."""
+    before = _before(words, mention)
+    return before == "about" or (event in _SHIELDING and before in ("from", "against"))
+
+
+
+def _before(words: list[str], mention: Mention) -> str:
+    """The word before a mention, an article skipped ("to the riders" gives "to")."""
+    i = mention.start - 1
+    if i >= 0 and words[i] in ("the", "a", "an", "two", "three", "their"):
+        i -= 1
+    return words[i] if i >= 0 else ""
+
+
+REASON_MAX = 120
+
+
+def _reason(clause: str) -> str:
+    text = " ".join(clause.split()).rstrip(".!?")
+    if text.lower().startswith("i "):
+        text = text[2:]
+    return text[:REASON_MAX]
+
+
+# --- asking where one stands ---------------------------------------------------------------------
+
+# Words of feeling and standing: "how does Orla feel about me", "the wardens have it in
+# for us", "is the guild still friendly".
+_ATTITUDE = frozenset(
+    "feel feels felt think thinks opinion regard regards see sees view views trust trusts "
+    "distrust like likes love loves hate hates despise despises resent resents grudge "
+    "angry mad furious upset grateful forgive forgiven forgives respect respects standing "
+    "reputation welcome friendly unfriendly hostile favour favor graces enemy enemies friend "
+    "friends ally allies suspicious wary approve approves anger angers please pleases "
+    "offend offended impressed disappointed remember remembers owe owes".split())
+_ME = frozenset("me us my our myself ourselves".split())
+_QUESTION_START = frozenset("how does do did is are was were what where will would has have "
+                            "can could who which am".split())
+
+
+def about_standing(text: str) -> bool:
+    """True when ``text`` speaks of someone's feeling toward the player or the player's
+    standing ("how does Orla feel about me", "is the guild still friendly to us")."""
+    words = _words(text)
+    # "what does Mira look like" is about her looks
+    feeling = [w for i, w in enumerate(words) if w in _ATTITUDE and not (
+        w in ("like", "likes") and i and words[i - 1] in ("look", "looks", "sound", "sounds",
+                                                          "seem", "seems", "feel", "feels"))]
+    return bool(feeling) and (
+        any(w in _ME for w in words) or "reputation" in words or "standing" in words)
+
+
+def asks_standing(text: str) -> bool:
+    """A question about where the player stands."""
+    words = _words(text)
+    question = text.rstrip().endswith("?") or (bool(words) and words[0] in _QUESTION_START)
+    return question and about_standing(text)
+
+
+def idle(text: str) -> bool:
+    """True when the player only looks, moves or asks ("I ask Odile whether the guild will
+    survive"): the first clause's verb is one of those, and nothing speaks of standing."""
+    clauses = _clauses(text)
+    words = _words(clauses[0]) if clauses else []
+    head = _head(words)
+    return (head is not None and _lemma(words[head]) in _NOT_DEEDS
+            and not about_standing(text) and not read_deeds(text))
+
+
+# --- the inputs a deed gives the skills --------------------------------------------------------
+
+
+def perception_input(deed: Deed) -> dict[str, Any]:
+    return {"npcId": deed.target.id, "npcName": deed.target.name, "event": deed.event,
+            "delta": deed.delta, "note": deed.reason}
+
+
+def reputation_input(deeds: Sequence[Deed]) -> dict[str, Any]:
+    return {"changes": [{"faction": d.target.name, "delta": d.delta, "reason": d.reason}
+                        for d in deeds]}
+
+
+# --- reading a plan's effects back (the eval) ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PlannedEffect:
+    """What one tool of a plan does to one NPC or faction."""
+
+    skill: str
+    target: str        # id, as the skill stores it
+    change: str        # "up" | "down" | "query" | "none"
+    delta: float | None = None
+
+
+def perception_delta(tool_input: Mapping[str, Any]) -> float | None:
+    """The change update-perception applies for ``tool_input`` (its explicit delta,
+    else its event's scaled by magnitude), or None when it would refuse the input."""
+    delta = tool_input.get("delta")
+    if isinstance(delta, (int, float)) and not isinstance(delta, bool):
+        return max(-MAX_PERCEPTION_DELTA, min(MAX_PERCEPTION_DELTA, float(delta)))
+    event = tool_input.get("event")
+    if not isinstance(event, str):
+        return None
+    key = "-".join(event.casefold().replace("_", " ").split())
+    base = PERCEPTION_EVENTS.get(PERCEPTION_ALIASES.get(key, key))
+    if base is None:
+        return None
+    magnitude = tool_input.get("magnitude", "moderate")
+    factor = MAGNITUDES.get(magnitude, 1.0) if isinstance(magnitude, str) else (
+        float(magnitude) if isinstance(magnitude, (int, float)) else 1.0)
+    return max(-MAX_PERCEPTION_DELTA, min(MAX_PERCEPTION_DELTA, base * factor))
+
+
+def _change(delta: float | None) -> str:
+    return "none" if not delta else "up" if delta > 0 else "down"
+
+
+def planned_effects(tool_path: str, tool_input: Mapping[str, Any]) -> list[PlannedEffect]:
+    """The effects of one tool call of a plan (none for other skills' tools)."""
+    skill, _, script = tool_path.partition("/")
+    out: list[PlannedEffect] = []
+    if tool_path == "reputation/update-reputation":
+        changes = tool_input.get("changes")
+        entries = changes if isinstance(changes, list) else [tool_input]
+        for entry in entries:
+            if isinstance(entry, Mapping) and isinstance(entry.get("faction"), str):
+                delta = entry.get("delta")
+                delta = float(delta) if isinstance(delta, (int, float)) else None
+                out.append(PlannedEffect(skill, entity_id(entry["faction"]), _change(delta), delta))
+    elif tool_path == "reputation/query-reputation":
+        names = [tool_input.get("faction"), *(tool_input.get("factions") or [])]
+        out += [PlannedEffect(skill, entity_id(n), "query") for n in names if isinstance(n, str)]
+        query = tool_input.get("query")
+        if isinstance(query, str):
+            out.append(PlannedEffect(skill, "_" + entity_id(query) + "_", "query"))
+    elif tool_path == "npc-perception/update-perception":
+        npc = tool_input.get("npcId")
+        if isinstance(npc, str):
+            delta = perception_delta(tool_input)
+            out.append(PlannedEffect(skill, entity_id(npc), _change(delta), delta))
+    elif tool_path == "npc-perception/query-perception":
+        ids = [tool_input.get("npcId"), *(tool_input.get("npcIds") or [])]
+        out += [PlannedEffect(skill, entity_id(n), "query") for n in ids if isinstance(n, str)]
+    del script
+    return out
+
+
+def effect_met(skill: str, targets: Sequence[str], change: str, size: str | None,
+               planned: Iterable[PlannedEffect]) -> bool:
+    """True when some planned effect of ``skill`` does ``change`` to one of ``targets``
+    (and, for a change with a ``size``, by an amount of that size). A free-text
+    reputation query meets a query effect when it names the target."""
+    for effect in planned:
+        if effect.skill != skill or effect.change != change:
+            continue
+        named = effect.target in targets or (
+            change == "query" and effect.target.startswith("_")
+            and any(f"_{t}_" in effect.target for t in targets))
+        if named and (size is None or (effect.delta is not None and size_of(effect.delta) == size)):
+            return True
+    return False

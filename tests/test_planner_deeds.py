@@ -1,0 +1,302 @@
+"""Deeds (issue 20 item 7): the engine reads what an act does to an NPC or a faction,
+the routed planner writes the skills' inputs from that reading, and the eval checks
+those inputs. The reading is pure; the planner tests use the real MiniLM router and
+the real model; the skills' own tables are read from the shipped scripts."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.machinery
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import BUILTIN_SKILLS, REPO
+from narratoria.runtime.plan import Plan, ToolInvocation
+from narratoria.runtime.planner.base import PlanRequest
+from narratoria.runtime.planner.deeds import (
+    EVENTS,
+    MAGNITUDES,
+    MAX_PERCEPTION_DELTA,
+    PERCEPTION_ALIASES,
+    PERCEPTION_EVENTS,
+    campaign_entities,
+    cast_entities,
+    entity_id,
+    mentions,
+    planned_effects,
+    read_deeds,
+)
+from narratoria.runtime.planner.evaluate import (
+    CaseOutcome,
+    DatasetError,
+    EvalCase,
+    ExpectedEffect,
+    parse_dataset,
+    summarize,
+)
+from narratoria.runtime.skills.registry import SkillRegistry
+
+LONG_EBB = campaign_entities(REPO / "campaigns" / "long_ebb")
+NINTH = campaign_entities(REPO / "campaigns" / "ninth_milestone")
+BUILTIN_NAMES = frozenset(s.skill for s in SkillRegistry([BUILTIN_SKILLS]).scripts(
+    include_disabled=True))
+
+
+def script_module(skill: str, script: str):
+    """A shipped skill script (no .py suffix) loaded as a module, its folder importable."""
+    path = BUILTIN_SKILLS / skill / "scripts" / script
+    sys.path.insert(0, str(path.parent))
+    try:
+        loader = importlib.machinery.SourceFileLoader(f"_skill_{script.replace('-', '_')}",
+                                                      str(path))
+        module = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name,
+                                                                                 loader))
+        sys.modules[loader.name] = module  # dataclasses look their module up
+        loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(path.parent))
+
+
+def changes(text: str, entities=()) -> set[tuple[str, str, str]]:
+    """(kind, id, up|down) of every deed ``text`` does."""
+    return {(d.target.kind, d.target.id, "up" if d.delta > 0 else "down")
+            for d in read_deeds(text, entities)}
+
+
+# --- the skills' own numbers and ids -----------------------------------------------------------
+
+
+def test_the_perception_table_is_the_skills_own():
+    update = script_module("npc-perception", "update-perception")
+    assert PERCEPTION_EVENTS == update.EVENT_DELTAS
+    assert PERCEPTION_ALIASES == update.ALIASES
+    assert MAGNITUDES == update.MAGNITUDES and MAX_PERCEPTION_DELTA == update.MAX_DELTA
+    # Every event the engine writes is within what the skills accept.
+    assert all(abs(e.perception) <= 50 and abs(e.reputation) <= 50 for e in EVENTS.values())
+
+
+def test_ids_are_those_the_reputation_skill_stores():
+    reputation = script_module("reputation", "_reputation.py")
+    for name in ("Lampwrights' Guild", "Merchants Guild", "the City Watch ", "House Arden"):
+        assert entity_id(name) == reputation.faction_id(name).removeprefix("the_")
+
+
+# --- who a campaign names -------------------------------------------------------------------
+
+
+def test_a_campaigns_cast_and_factions_are_its_entities():
+    by_id = {e.id: e for e in LONG_EBB}
+    assert {e.id for e in LONG_EBB if e.kind == "npc"} == {
+        "odile_venn", "tamsin_cask", "wick", "corran_hale", "meret_alder"}
+    assert {e.id for e in LONG_EBB if e.kind == "faction"} == {
+        "lampwrights_guild", "tithe_wardens", "bellkeepers"}
+    assert by_id["corran_hale"].faction == "tithe_wardens"
+    # First and last names alone name an NPC; a faction's last word names it too.
+    found = mentions("I thank Odile, then Hale, then the guild and the wardens", LONG_EBB)
+    assert [m.entity.id for m in found] == ["odile_venn", "corran_hale", "lampwrights_guild",
+                                            "tithe_wardens"]
+    assert [e.id for e in NINTH] == ["orla_finch"]
+
+
+def test_a_shared_word_names_no_one_alone():
+    entities = cast_entities({"a": {"name": "Anna Vell"}, "b": {"name": "Bram Vell"}})
+    assert [m.entity.id for m in mentions("I wave to Vell", entities)] == []
+    assert [m.entity.id for m in mentions("I wave to Bram", entities)] == ["b"]
+
+
+def test_without_a_cast_names_and_groups_come_from_the_words():
+    found = mentions("I tell Captain Varro that the Temple of the Dawn and the shepherds agree")
+    assert [(m.entity.kind, m.entity.id) for m in found] == [
+        ("npc", "varro"), ("faction", "temple_of_the_dawn"), ("faction", "shepherds")]
+
+
+# --- reading deeds ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text, entities, expected", [
+    ("I steal Odile's purse from her apron", LONG_EBB, {("npc", "odile_venn", "down")}),
+    ("I pickpocket Corran Hale", LONG_EBB, {("npc", "corran_hale", "down")}),
+    ("I quietly decide to help Tamsin with the bell rope", LONG_EBB,
+     {("npc", "tamsin_cask", "up")}),
+    ("I say sorry to Wick", LONG_EBB, {("npc", "wick", "up")}),
+    ("I donate my wages to the Bellkeepers", LONG_EBB, {("faction", "bellkeepers", "up")}),
+    ("I denounce the Harbour Council in the square", LONG_EBB,
+     {("faction", "harbour_council", "down")}),
+    ("I grab Wick's collar and laugh at him", LONG_EBB, {("npc", "wick", "down")}),
+    # whom a betrayal is made to gains by it
+    ("I betray Orla Finch to the riders", NINTH,
+     {("npc", "orla_finch", "down"), ("faction", "riders", "up")}),
+    ("I give the shepherds a sack of oats", NINTH, {("faction", "shepherds", "up")}),
+])
+def test_a_deed_names_whom_and_which_way(text, entities, expected):
+    assert changes(text, entities) == expected
+
+
+@pytest.mark.parametrize("text", [
+    "I watch Wick steal a button from a warden",        # someone else's deed
+    "Tamsin hands me a cup of tea",                      # done to the player
+    "Would Odile forgive me if I stole from her?",       # a question
+    "I ask Corran Hale to help me with the crates",      # asking is not helping
+    "I give the beggar a copper coin",                   # a nameless passer-by
+    "I thank Odile Venn and leave",                      # a courtesy
+    "I make a Dexterity saving throw",                   # dice words
+    "Give me three choices for dealing with the riders",
+    "I'm going to look at the bell",
+])
+def test_not_every_sentence_with_a_name_is_a_deed(text):
+    assert read_deeds(text, LONG_EBB + NINTH) == []
+
+
+def test_a_deed_gives_the_skills_their_inputs_within_bounds():
+    [theft] = read_deeds("I steal Odile Venn's purse", LONG_EBB)
+    assert (theft.skill, theft.event, theft.delta) == ("npc-perception", "stole", -25)
+    [gift] = read_deeds("I donate ten silver to the Bellkeepers", LONG_EBB)
+    assert (gift.skill, gift.target.name, gift.delta) == ("reputation", "Bellkeepers", 10)
+
+
+# --- the eval reads a plan's inputs back ---------------------------------------------------------
+
+
+def tool(ref: str, **tool_input) -> ToolInvocation:
+    return ToolInvocation(toolId="t", toolPath=ref, input=tool_input)
+
+
+def test_planned_effects_follow_what_the_skills_would_do():
+    assert [(e.target, e.change, e.delta) for e in planned_effects(
+        "npc-perception/update-perception", {"npcId": "Odile_Venn", "event": "robbed",
+                                             "magnitude": "major"})] == [
+        ("odile_venn", "down", -50.0)]
+    assert [(e.target, e.change) for e in planned_effects(
+        "reputation/update-reputation", {"changes": [
+            {"faction": "Lampwrights' Guild", "delta": 5}, {"faction": "City Watch", "delta": -5}]})
+    ] == [("lampwrights_guild", "up"), ("city_watch", "down")]
+    assert planned_effects("npc-perception/update-perception",
+                           {"npcId": "x", "event": "waved"}) [0].change == "none"
+    assert planned_effects("dice-roller/roll-dice", {"formula": "1d20"}) == []
+
+
+def test_an_expected_effect_needs_the_target_the_direction_and_the_size():
+    down = ExpectedEffect("npc-perception", ("odile_venn",), "down", "notable")
+    plan = Plan(requestId="p", tools=[tool("npc-perception/update-perception",
+                                           npcId="odile_venn", event="stole")])
+    assert down.met(plan)
+    assert not ExpectedEffect("npc-perception", ("odile_venn",), "down", "major").met(plan)
+    assert not ExpectedEffect("npc-perception", ("wick",), "down").met(plan)
+    assert not ExpectedEffect("npc-perception", ("odile_venn",), "up").met(plan)
+    asked = Plan(requestId="p", tools=[tool("reputation/query-reputation",
+                                            query="Do the Tithe Wardens like me?")])
+    assert ExpectedEffect("reputation", ("tithe_wardens",), "query").met(asked)
+    assert not ExpectedEffect("reputation", ("bellkeepers",), "query").met(asked)
+
+
+def test_effects_in_a_dataset_are_checked_and_scored(tmp_path):
+    good = {"input": "I rob Wick", "campaign": "long_ebb", "expected_skills": ["npc-perception"],
+            "effects": [{"skill": "npc-perception", "target": "wick", "change": "down"}]}
+    [case] = parse_dataset(json.dumps(good), "d.jsonl", BUILTIN_NAMES)
+    assert case.campaign == "long_ebb" and case.effects[0].targets == ("wick",)
+    bad = [({**good, "campaign": "nowhere_at_all"}, "campaign: 'nowhere_at_all' is neither"),
+           ({**good, "effects": [{"skill": "reputation", "target": "x", "change": "up"}]},
+            "effects[0].skill: 'reputation' is not among expected_skills"),
+           ({**good, "effects": [{"skill": "npc-perception", "target": "Wick", "change": "up"}]},
+            "effects[0].target: expected an id"),
+           ({**good, "effects": [{"skill": "npc-perception", "target": "wick", "change": "query",
+                                  "size": "small"}]}, "effects[0].size"),
+           ({**good, "effects": [{"skill": "npc-perception", "target": "wick",
+                                  "change": "sideways"}]}, "effects[0].change")]
+    for doc, message in bad:
+        with pytest.raises(DatasetError) as error:
+            parse_dataset(json.dumps(doc), "d.jsonl", BUILTIN_NAMES)
+        assert str(error.value).startswith("d.jsonl:1: ") and message in str(error.value)
+    right = Plan(requestId="p", tools=[tool("npc-perception/update-perception", npcId="wick",
+                                            event="stole")])
+    wrong = Plan(requestId="p", tools=[tool("npc-perception/update-perception",
+                                            npcId="blacksmith_aldric", event="helped")])
+    outcomes = [CaseOutcome(case, ("npc-perception",), True, 10.0, plan=plan)
+                for plan in (right, wrong)]
+    report = summarize(outcomes)
+    assert (report["effect_cases"], report["effect_accuracy"]) == (2, 0.5)
+    assert report["effect_mistakes"][0]["tools"][0]["input"]["npcId"] == "blacksmith_aldric"
+    assert report["skill_accuracy"] == 1.0  # the right skill with the wrong input
+
+
+def test_a_case_without_effects_scores_as_before():
+    case = EvalCase(input="I roll", expected_skills=("dice-roller",))
+    report = summarize([CaseOutcome(case, ("dice-roller",), True, 1.0)])
+    assert report["effect_cases"] == 0 and report["effect_accuracy"] is None
+
+
+# --- the routed planner writes the deed's calls ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def routed():
+    from narratoria.runtime.embedding import shared_local
+    from narratoria.runtime.planner.model import ModelPlanner
+    from narratoria.runtime.planner.routed import routed_planner
+
+    registry = SkillRegistry([BUILTIN_SKILLS])
+    return routed_planner(ModelPlanner(skills=registry.get), shared_local())
+
+
+@pytest.fixture(scope="module")
+def every() -> tuple:
+    return tuple(SkillRegistry([BUILTIN_SKILLS]).scripts(include_disabled=True))
+
+
+def plan_for(routed, every, text: str, entities=()) -> Plan:
+    from narratoria.runtime.plan import validate_plan
+
+    plan = asyncio.run(routed.generate(PlanRequest(text, every, entities=entities)))
+    validate_plan(plan)
+    assert len({t.toolId for t in plan.tools}) == len(plan.tools)
+    return plan
+
+
+def calls(plan: Plan, skill: str) -> list[tuple[str, dict]]:
+    return [(t.toolPath, t.input) for t in plan.tools if t.toolPath.startswith(skill + "/")]
+
+
+def test_a_deed_to_a_faction_is_written_by_the_engine(routed, every):
+    before = routed.model.last_stats
+    plan = plan_for(routed, every, "I donate my whole week's wages to the Bellkeepers", LONG_EBB)
+    [(ref, tool_input)] = calls(plan, "reputation")
+    assert ref == "reputation/update-reputation"
+    [change] = tool_input["changes"]
+    assert (entity_id(change["faction"]), change["delta"] > 0) == ("bellkeepers", True)
+    if routed.last_routing.chosen == [] or set(routed.last_routing.chosen) <= {"reputation"}:
+        assert routed.model.last_stats is before  # nothing left for the model to fill
+
+
+def test_a_deed_to_an_npc_by_first_name_reaches_the_cast_id(routed, every):
+    plan = plan_for(routed, every, "I rob Tamsin of her bell token and laugh at her", LONG_EBB)
+    [(ref, tool_input)] = calls(plan, "npc-perception")
+    assert ref == "npc-perception/update-perception"
+    assert (tool_input["npcId"], tool_input["event"], tool_input["delta"]) == (
+        "tamsin_cask", "stole", -25)
+
+
+def test_a_risky_deed_rolls_and_changes_the_npc(routed, every):
+    plan = plan_for(routed, every, "I try to pickpocket Corran Hale while he weighs a sack",
+                    LONG_EBB)
+    assert calls(plan, "dice-roller")
+    [(_, tool_input)] = calls(plan, "npc-perception")
+    assert tool_input["npcId"] == "corran_hale" and tool_input["delta"] < 0
+    assert all(not t.required for t in plan.tools if t.toolPath.startswith("npc-perception/"))
+
+
+def test_asking_where_one_stands_queries_whom_it_names(routed, every):
+    plan = plan_for(routed, every, "How does Orla feel about me after tonight?", NINTH)
+    assert calls(plan, "npc-perception") == [("npc-perception/query-perception",
+                                              {"npcId": "orla_finch"})]
+
+
+def test_looking_and_moving_change_no_one(routed, every):
+    for text in ("I walk with Wick down to the harbour steps",
+                 "I look at the Bellkeepers' chapel from the quay"):
+        plan = plan_for(routed, every, text, LONG_EBB)
+        assert not calls(plan, "npc-perception") and not calls(plan, "reputation"), text
