@@ -35,6 +35,7 @@ from narratoria.runtime.executor import ExecutorEvent
 from narratoria.runtime.files import PRIVATE_UMASK
 from narratoria.runtime.plan import ExecutionResult, Plan, decode_plan
 from narratoria.runtime.planner.base import PlanRequest
+from narratoria.runtime.planner.deeds import session_entities
 from narratoria.runtime.planner.fixed import FixedPlanner
 from narratoria.runtime.planner.narration import NarrationContext
 from narratoria.runtime.planner.pattern import PatternPlanner
@@ -307,6 +308,19 @@ class CoordinatorActor:
             log.warning("campaign %s: names unavailable", campaign.id, exc_info=True)
             return None
 
+    @staticmethod
+    async def _entities(campaign: LoadedCampaign | None,
+                        session: SessionRecord) -> tuple[Any, ...]:
+        """Whom a deed can be done to (planner/deeds.py): the campaign's NPCs and factions
+        and the session's cast. A failure costs the turn only its first names and
+        factions' short names (the planner then reads names from the words)."""
+        root = campaign.root if campaign is not None else None
+        try:
+            return await asyncio.to_thread(session_entities, root, session.cast)
+        except Exception:  # noqa: BLE001
+            log.warning("session %s: campaign entities unavailable", session.id, exc_info=True)
+            return ()
+
     async def start_turn(self, session_id: str, owner: str | None, text: str | None,
                          choice: int | None, plan_json: str | None = None,
                          execute_only: bool = False) -> str:
@@ -355,7 +369,8 @@ class CoordinatorActor:
                            beat_deferred_patch=guidance.deferred_patch if guidance else {},
                            beat_sentences=guidance.sentences if guidance else (),
                            rules=campaign.rules if campaign is not None else Rules(),
-                           canon=canon, names=names)
+                           canon=canon, names=names,
+                           entities=await self._entities(campaign, session))
         menu = await self._scene_facts(campaign, state, guidance,
                                        [player_input, session.last_narration])
         turn.task = asyncio.create_task(self._run(turn, scene, opened.moment_id, plan, menu))

@@ -129,7 +129,8 @@ class ReplanLoop:
 
     async def run(self, player_input: str, available: tuple[SkillScript, ...] = (),
                   state: Any = None, *, session_id: str | None = None,
-                  on_event: LoopSink | None = None) -> TurnOutcome:
+                  on_event: LoopSink | None = None,
+                  entities: tuple[Any, ...] = ()) -> TurnOutcome:
         emit = on_event or (lambda _k, _d: None)
         outcome = TurnOutcome(state=TurnState.GENERATING, narration="")
         disabled: set[str] = set()
@@ -138,7 +139,7 @@ class ReplanLoop:
         for attempt in range(1, self.max_attempts + 1):
             emit("state", {"state": TurnState.GENERATING.value, "attempt": attempt})
             request = PlanRequest(player_input, tuple(available), frozenset(disabled),
-                                  attempt, parent, state_tree(state))
+                                  attempt, parent, state_tree(state), entities=entities)
             record = AttemptRecord(attempt=attempt, planner=planner.name, parent_plan_id=parent)
             plan = await self._generate(planner, request, record)
             if plan is None:

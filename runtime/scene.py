@@ -120,6 +120,9 @@ class SceneInput:
     rules: Rules = field(default_factory=Rules)
     canon: Canon | None = None
     names: tuple[str, ...] = ()
+    # The campaign's NPCs and factions and the session's cast (planner/deeds.Entity):
+    # whom the planner can read a deed as done to, by the ids the skills store.
+    entities: tuple[Any, ...] = ()
 
 
 @dataclass
@@ -295,7 +298,8 @@ async def run_scene(services: SceneServices, scene: SceneInput, emit: Emit) -> S
                       fallback_planner=services.fallback_planner, analytics=services.analytics,
                       generation_budget_s=services.generation_budget_s)
     outcome = await loop.run(scene.player_input, scene.available, scene.state,
-                             session_id=scene.session_id, on_event=_forward(emit))
+                             session_id=scene.session_id, on_event=_forward(emit),
+                             entities=scene.entities)
     clock.timings["plan"] = sum(a.generation_ms for a in outcome.attempts)
     clock.timings["execute"] = sum(a.execution_ms for a in outcome.attempts)
     for refused in _refused_patches(outcome):  # an optional tool's, or the plan would have failed

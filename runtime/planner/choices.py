@@ -186,6 +186,16 @@ PLACE_NOUNS = frozenset({"fire", "hearth", "window", "stairs", "steps", "quay", 
                          "bridge", "road", "track", "path", "gate", "well", "market", "square",
                          "pier", "dock", "boat", "booth", "kiln", "workshop", "loft", "hayloft",
                          "woodpile", "cellar", "yard", "street", "lane", "alley", "wall"})
+# The people a story's words may bring in, to be spoken to by what the story calls them.
+HUMANS = frozenset({
+    "man", "men", "woman", "women", "boy", "girl", "child", "children", "stranger", "traveller",
+    "traveler", "guard", "guards", "warden", "wardens", "captain", "clerk", "innkeeper",
+    "barkeep", "merchant", "rider", "riders", "ghost", "ghosts", "spirit", "figure", "priest",
+    "priestess", "mudlark", "lampwright", "journeyman", "bellkeeper", "salvager", "fisherman",
+    "fishermen", "sailor", "sailors", "soldier", "soldiers", "thief", "courier", "shepherd",
+    "shepherds", "widow", "elder", "boatman", "ferryman", "watchman", "sentry", "officer",
+    "mourners", "townsfolk", "villagers", "crowd", "apprentice", "keeper", "stranger", "monk",
+    "nun", "healer", "smith", "blacksmith", "hunter", "pilgrim", "beggar", "drowned"})
 CHOICE_CUE = "\n\nWhat you might do next:\n- "
 _HELD_KEY_CHARS = 40  # the narration's last words that show the model still holds it
 
@@ -254,7 +264,8 @@ def world_menu(facts: SceneFacts, story: str, narration: str = "") -> dict[str, 
     # The things the narration brings in (the campaign's names come from the facts).
     for target in [t for t in story_targets(narration) if t.startswith("the ")][::-1]:
         head = target.rsplit(" ", 1)[-1]
-        groups["speak"].append(f"Talk to {target}")  # the gate keeps it only for a person
+        if head in HUMANS:  # a gull is a person to the scorer, not to a player
+            groups["speak"].append(f"Talk to {target}")
         if head in OPENABLE:
             groups["move"].append(f"Open {target}")
         elif head in PLACE_NOUNS:

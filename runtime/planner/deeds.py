@@ -29,6 +29,7 @@ Invariants:
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -171,6 +172,40 @@ def campaign_entities(root: Path | str) -> tuple[Entity, ...]:
         elif meta.entity_type == "faction" or fm.get("kind") == "faction":
             factions.append((meta.entity_id, str(fm.get("name") or "")))
     return cast_entities(cast, factions)
+
+
+_CAMPAIGNS: dict[str, tuple[tuple, tuple[Entity, ...]]] = {}
+_CAMPAIGNS_LOCK = threading.Lock()
+
+
+def session_entities(campaign_root: Path | str | None,
+                     cast: Iterable[Mapping[str, Any]] = ()) -> tuple[Entity, ...]:
+    """Whom a session's deeds can name: its campaign's NPCs and factions (read again only
+    when a file of the campaign changes) and the rest of its cast (``{id, name}`` rows:
+    NPCs a session was created with beside the campaign's)."""
+    found: tuple[Entity, ...] = ()
+    if campaign_root is not None:
+        from ..campaign.discovery import discover
+
+        root = Path(campaign_root)
+        stamp = tuple((f.relative, f.path.stat().st_mtime_ns, f.size_bytes)
+                      for f in discover(root) if f.kind == "content")
+        with _CAMPAIGNS_LOCK:
+            cached = _CAMPAIGNS.get(str(root))
+        if cached is not None and cached[0] == stamp:
+            found = cached[1]
+        else:
+            found = campaign_entities(root)
+            with _CAMPAIGNS_LOCK:
+                _CAMPAIGNS[str(root)] = (stamp, found)
+    known = {e.id for e in found if e.kind == "npc"}
+    extra = {str(row["id"]): {"name": str(row.get("name") or row["id"])} for row in cast
+             if isinstance(row, Mapping) and isinstance(row.get("id"), str)
+             and row["id"] not in known}
+    if not extra:
+        return found
+    names = [e.name for e in found if e.kind == "npc"] + [v["name"] for v in extra.values()]
+    return (*found, *(npc_entity(i, v["name"], others=names) for i, v in extra.items()))
 
 
 # --- reading a deed -------------------------------------------------------------------------
