@@ -402,6 +402,10 @@ def _wait_script(pid: int, conn: socket.socket, wake_r: int, terminate: list[boo
             if done == 0:
                 break
             if done == pid:
+                # Its exit can be seen before what it wrote: read that first, to its end
+                # (only the script held the pipe's write end, and it has exited).
+                while chunk := os.read(status_r, READ_CHUNK):
+                    failure.append(chunk)
                 return os.waitstatus_to_exitcode(status)
         if terminate:
             _kill_group(pid)

@@ -200,7 +200,7 @@ def skill_token(pattern_daemon, narratoria):
     ref = install_skill(pattern_daemon.skills_root, "token-holder", "hold", f"""#!{sys.executable}
 import json, os, sys, time
 from pathlib import Path
-here = Path(__file__).resolve().parent
+here = Path.cwd()  # the skill's data folder: the one place besides TMPDIR it may write
 sys.stdin.read()
 (here / "pids").write_text(f"{{os.getpid()}} {{os.getppid()}}")  # itself and its shim
 (here / "token.tmp").write_text(os.environ.get("NARRATORIA_SKILL_TOKEN", ""))
@@ -210,7 +210,7 @@ while not (here / "release").exists() and time.monotonic() < deadline:
     time.sleep(0.05)
 print(json.dumps({{"version": "0", "type": "done", "ok": True}}), flush=True)
 """)
-    folder = pattern_daemon.skills_root / "token-holder" / "scripts"
+    folder = pattern_daemon.skills_root / "token-holder" / "data"
     sid = narratoria.CreateSession(pb.CreateSessionRequest(title="token holder"),
                                    timeout=CALL_TIMEOUT_S).id
     plan = {"requestId": "fuzz-token-holder", "narrative": "Held.", "timeoutMs": 400_000,

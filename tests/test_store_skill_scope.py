@@ -38,11 +38,12 @@ GHOST = "a pale ghost with hollow eyes in a tattered grey shroud"
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory):
     """The pattern daemon (as ``pattern_daemon``) with the probe skill's root added; the
-    portraits' images go to a temporary folder, never into the repository."""
+    portraits' images go to a folder inside the skill's data folder (the daemon's, a
+    temporary one: never the repository), the only place a sandboxed skill may write."""
     root = tmp_path_factory.mktemp("skill-scope")
     config = root / "config" / "skills" / "character-portraits" / "config.json"
     config.parent.mkdir(parents=True)
-    config.write_text(json.dumps({"storageLocation": str(root / "images")}))
+    config.write_text(json.dumps({"storageLocation": "images"}))
     with pytest.MonkeyPatch.context() as env:
         env.setenv("NARRATORIA_CONFIG_DIR", str(root / "config"))
         d = Daemon("--planner", "pattern", "--skills-dir", str(FIXTURE / "skills"))

@@ -155,3 +155,30 @@ def test_a_malformed_request_is_refused_and_the_zygote_keeps_serving(tmp_path, z
         sock.close()
         assert b"error" in reply, payload
     assert facts(run(script(tmp_path, "report", REPORT), zygote))["grpc_preloaded"]
+
+
+def test_a_start_failure_is_read_even_when_the_exit_is_seen_first():
+    """A script that could not start writes why, then exits 127; under load the shim can
+    see the exit before the words: they are still the spawn's error, not an exit code."""
+    import socket
+
+    from narratoria.runtime.zygote import _wait_script
+
+    status_r, status_w = os.pipe()
+    wake_r, wake_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the script that never started
+        os.write(status_w, b"exec failed: No such file or directory")
+        os._exit(127)
+    os.close(status_w)
+    os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)  # exited, not yet reaped
+    ours, theirs = socket.socketpair()
+    failure: list[bytes] = []
+    try:
+        code = _wait_script(pid, ours, wake_r, [], status_r, failure)
+    finally:
+        for fd in (status_r, wake_r, wake_w):
+            os.close(fd)
+        ours.close()
+        theirs.close()
+    assert code == 127 and b"".join(failure) == b"exec failed: No such file or directory"
