@@ -112,15 +112,22 @@ def test_play_three_turns_with_a_dice_roll_and_a_stat_change(page, gateway):
     assert page.locator("#gallery img").count() >= 2  # the campaign's art
     shot(page, "01-started")
 
-    # The first move: a player action the planner resolves with the dice roller. A
-    # choices-only campaign has no free-text box and a new story has no choices yet, so
-    # the page's own turn path is called with the text.
-    assert page.locator("#free-text").is_hidden()
-    done = page.evaluate("() => narratoria.playTurn({text: 'I try to climb the sea wall, roll for it'})")
-    assert done is True
-    dice = page.locator(".entry.current .dice-roll")
+    # A new story opens on the campaign's opening, with choices, and free text is on
+    # (a campaign turns it off with allowFreeText: false).
+    assert page.locator("#story .narration").first.inner_text().strip()
+    assert page.locator("#choices button.choice[data-choice]").count() >= 2
+    # The first move, typed: a player action the planner resolves with the dice roller.
+    page.locator("#free-text-input").fill("I try to climb the sea wall, roll for it")
+    page.locator("#free-text-input").press("Enter")
+    page.wait_for_function(
+        "() => { const n = document.querySelector('.entry.current .player-input');"
+        " return n && n.textContent.includes('climb the sea wall'); }", timeout=TURN_TIMEOUT_MS)
+    wait_turn_over(page)
+    dice = page.locator(".entry.current .dice-roll:not(.check)")
     dice.wait_for()
-    assert "1d20" in dice.inner_text() and page.locator(".entry.current .dice-roll .die").count() >= 1
+    assert "1d20" in dice.inner_text() and dice.locator(".die").count() >= 1
+    # A risky deed: the engine's check against the campaign's stat is shown beside it.
+    assert "Vigour check" in page.locator(".entry.current .dice-roll.check").inner_text()
     tool = page.locator("#tools .tool[data-status=completed]").first
     assert "dice-roller/roll-dice" in tool.inner_text() and "Rolling" in tool.inner_text()
     assert "ms" in tool.locator(".tool-ms").inner_text()
