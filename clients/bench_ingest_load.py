@@ -8,17 +8,14 @@ daemon idle (the baseline), then as many as fit while a generated campaign of
 ``IngestCampaign``; the report gives both medians, the ingestion's duration and
 its chunk count.
 
-    python -m narratoria.clients.bench_ingest_load [--files 500] [--turns 12] [--json]
+    narratoria bench ingest-load [--files 500] [--turns 12] [--write BENCHMARKS.md] [--json]
 """
 
 from __future__ import annotations
 
-import argparse
+import datetime
 import json
-import os
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -26,31 +23,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .bench import machine
+from .bench_turn import BenchDaemon
+
 PROMPTS = ["I look around the hall", "I ask the keeper about the road", "I check my pack",
            "I listen at the door", "I walk to the window", "I search the shelves"]
-
-
-class _Daemon:
-    def __init__(self, folder: Path) -> None:
-        self.socket = folder / "d.sock"
-        self.log = folder / "daemon.log"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "narratoria.clients.cli", "serve", "--socket", str(self.socket),
-             "--data-dir", str(folder / "data"), "--planner", "pattern", "--json"],
-            stdout=subprocess.PIPE, stderr=open(self.log, "wb"), text=True,
-            start_new_session=True)
-        line = self.proc.stdout.readline() if self.proc.stdout else ""
-        if not line.strip():
-            raise RuntimeError(f"the daemon did not start; see {self.log}")
-        self.ready = json.loads(line)
-
-    def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
 
 
 def _turn(client: Any, session_id: str, i: int) -> float:
@@ -91,7 +68,7 @@ def run(files: int, turns: int, progress: bool = True) -> dict[str, Any]:
     folder = Path(tempfile.mkdtemp(prefix="nbil-", dir="/tmp"))  # a short socket path
     campaign = generate_campaign(folder / "campaign", files=files)
     say(f"starting a daemon (pattern planner) in {folder}")
-    daemon = _Daemon(folder)
+    daemon = BenchDaemon(folder, "--planner", "pattern")
     try:
         with NarratoriaClient(f"unix://{daemon.socket}", timeout_s=900) as client:
             session = client.create_session(campaign="ninth_milestone", title="bench").id
@@ -134,25 +111,39 @@ def run(files: int, turns: int, progress: bool = True) -> dict[str, Any]:
     finally:
         daemon.stop()
     result = outcome.get("result") or {}
-    return {"files": files, "chunks": result.get("textChunks"), "ingestS": outcome.get("seconds"),
-            "ingestError": outcome.get("error"),
-            "baseline": _summary(baseline, baseline_s),
-            "duringIngest": _summary(during, outcome.get("seconds")),
-            "longestOverlappingS": round(max(overlapping), 3) if overlapping else None,
-            "command": " ".join(["python -m narratoria.clients.bench_ingest_load",
-                                 f"--files {files}", f"--turns {turns}"])}
+    report = {"date": datetime.date.today().isoformat(), "machine": machine(),
+              "files": files, "chunks": result.get("textChunks"), "ingestS": outcome.get("seconds"),
+              "ingestError": outcome.get("error"),
+              "baseline": _summary(baseline, baseline_s),
+              "duringIngest": _summary(during, outcome.get("seconds")),
+              "longestOverlappingS": round(max(overlapping), 3) if overlapping else None}
+    report["summary"] = _lines(report)
+    return report
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--files", type=int, default=500, help="text files of the ingested campaign")
-    parser.add_argument("--turns", type=int, default=12, help="baseline turns")
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args(argv)
-    report = run(args.files, args.turns, progress=not args.json)
-    print(json.dumps(report, indent=2))
-    return 0 if not report["ingestError"] else 1
+def _lines(r: dict[str, Any]) -> list[str]:
+    b, d = r["baseline"], r["duringIngest"]
+    return [f"ingest {r['files']} files ({r['chunks']} chunks): {r['ingestS']} s"
+            + (f", failed: {r['ingestError']}" if r["ingestError"] else ""),
+            f"turns, daemon idle: {b['turns']}, p50 {b['p50S']} s, p95 {b['p95S']} s",
+            f"turns during ingestion: {d['turns']}, p50 {d['p50S']} s, p95 {d['p95S']} s, "
+            f"{d.get('turnsPerS')} turns/s; longest overlapping {r['longestOverlappingS']} s"]
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def write_markdown(path: Path, report: dict[str, Any], command: str) -> None:
+    """Append this run's section to ``path`` (newest last, like the other benches)."""
+    m, b, d = report["machine"], report["baseline"], report["duringIngest"]
+    lines = [f"## ingest-load — {report['date']}", "",
+             f"- command: `{command}`",
+             f"- machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}",
+             "- a real daemon (pattern planner, skills-only turns); one session plays turns "
+             "idle, then while a generated campaign is ingested through IngestCampaign", "",
+             "| measure | daemon idle | during ingestion |", "|---|---|---|",
+             f"| turns | {b['turns']} | {d['turns']} |",
+             f"| turn p50 | {b['p50S']} s | {d['p50S']} s |",
+             f"| turn p95 | {b['p95S']} s | {d['p95S']} s |",
+             f"| turns/s | {b.get('turnsPerS')} | {d.get('turnsPerS')} |",
+             f"| ingestion | — | {report['ingestS']} s, {report['files']} files, "
+             f"{report['chunks']} chunks |", ""]
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write("\n".join(lines) + "\n")

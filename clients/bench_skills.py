@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .bench_turn import _Daemon, _pct, _say
+from .bench_turn import BenchDaemon, _pct, _say
 
 
 def script_cases(skills_dir: Path | None = None) -> list[tuple[str, dict[str, Any]]]:
@@ -69,7 +69,7 @@ def run_skills_bench(iterations: int = 10, progress: bool = True) -> dict[str, A
     cases = script_cases()
     with tempfile.TemporaryDirectory(prefix="nk-", dir="/tmp") as tmp:
         _say(progress, "starting the daemon")
-        daemon = _Daemon(Path(tmp))
+        daemon = BenchDaemon(Path(tmp))
         try:
             with NarratoriaClient(f"unix://{daemon.socket}", timeout_s=600) as client:
                 session_id = client.create_session(title="bench skills").id

@@ -94,12 +94,14 @@ def _raw_turns(turns: int, progress: bool, turns_per_session: int) -> dict[str, 
             "p95S": round(_pct(latencies, 0.95), 3), "turnsPerS": round(turns / elapsed, 4)}
 
 
-class _Daemon:
-    def __init__(self, folder: Path) -> None:
+class BenchDaemon:
+    """A daemon of its own in ``folder`` (``serve`` with ``extra`` arguments)."""
+
+    def __init__(self, folder: Path, *extra: str) -> None:
         self.socket = folder / "d.sock"
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "narratoria.clients.cli", "serve", "--socket", str(self.socket),
-             "--data-dir", str(folder / "data"), "--json"],
+             "--data-dir", str(folder / "data"), "--json", *extra],
             stdout=subprocess.PIPE, stderr=open(folder / "daemon.log", "wb"), text=True,
             start_new_session=True)
         line = self.proc.stdout.readline() if self.proc.stdout else ""
@@ -113,6 +115,7 @@ class _Daemon:
             self.proc.wait(60)
         except subprocess.TimeoutExpired:
             os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
 
 
 def bench_clients(address: str, clients: int, turns_each: int, progress: bool) -> dict[str, Any]:
@@ -171,7 +174,7 @@ def run_turn_bench(clients: list[int], turns_each: int = 2, raw_turns: int = 8,
     raw = bench_raw(raw_turns, progress, turns_each)
     with tempfile.TemporaryDirectory(prefix="nb-", dir="/tmp") as tmp:
         _say(progress, "starting the daemon")
-        daemon = _Daemon(Path(tmp))
+        daemon = BenchDaemon(Path(tmp))
         try:
             runs = [bench_clients(f"unix://{daemon.socket}", n, turns_each, progress)
                     for n in clients]

@@ -756,6 +756,14 @@ def cmd_bench_ingest(args: argparse.Namespace) -> int:
     return _emit_report(args, report, write_markdown)
 
 
+def cmd_bench_ingest_load(args: argparse.Namespace) -> int:
+    from .bench_ingest_load import run, write_markdown
+
+    report = run(args.files, args.turns, progress=not args.json)
+    _emit_report(args, report, write_markdown)
+    return 0 if not report["ingestError"] else 1
+
+
 def cmd_bench_crash(args: argparse.Namespace) -> int:
     from .bench_crash import run_crash_bench, write_markdown
 
@@ -1156,6 +1164,15 @@ def build_parser() -> argparse.ArgumentParser:
     bingest.add_argument("--write", metavar="FILE", help="append the results to FILE (markdown)")
     bingest.add_argument("--json", action="store_true")
     bingest.set_defaults(func=cmd_bench_ingest)
+    bload = bench_sub.add_parser(
+        "ingest-load", help="turn latency while the daemon ingests a large campaign")
+    bload.add_argument("--files", type=_positive_int, default=500, metavar="N",
+                       help="text files of the generated campaign (default 500)")
+    bload.add_argument("--turns", type=_positive_int, default=12, metavar="N",
+                       help="turns with the daemon idle, the baseline (default 12)")
+    bload.add_argument("--write", metavar="FILE", help="append the results to FILE (markdown)")
+    bload.add_argument("--json", action="store_true")
+    bload.set_defaults(func=cmd_bench_ingest_load)
     bcrash = bench_sub.add_parser(
         "crash", help="SIGKILL the whole daemon (Ray included) under a write load, restart, "
                       "check every acknowledged write")

@@ -48,7 +48,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from .bench_turn import PROMPTS, _Daemon, _pct, _say
+from .bench_turn import PROMPTS, BenchDaemon, _pct, _say
 
 PHASES = ("plan", "execute", "narrate", "choices", "store", "total")
 STATUS_INTERVAL_S = 0.2
@@ -453,7 +453,7 @@ def summary(r: dict[str, Any]) -> list[str]:
 
 # -- the command -----------------------------------------------------------------------
 
-class _ServeDaemon(_Daemon):
+class _ServeDaemon(BenchDaemon):
     """``bench turn``'s daemon with the serve options a loadtest passes on."""
 
     def __init__(self, folder: Path, extra: list[str]) -> None:

@@ -65,7 +65,7 @@ import json
 import math
 import statistics
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -223,21 +223,27 @@ def parse_case(doc: Any, where: str, known_skills: Iterable[str] | None = None,
                                   for i, e in enumerate(effects)))
 
 
+def jsonl_documents(text: str, source: str,
+                    errors: list[str]) -> Iterator[tuple[int, str, Any]]:
+    """Each non-blank line's ``(number, "source:number", document)``; a line that is no
+    JSON goes to ``errors`` (naming file, line and column) and is skipped."""
+    for number, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        where = f"{source}:{number}"
+        try:
+            yield number, where, json.loads(raw)
+        except json.JSONDecodeError as exc:
+            errors.append(f"{where}: not JSON: {exc.msg} at column {exc.colno}")
+
+
 def parse_dataset(text: str, source: str,
                   known_skills: Iterable[str] | None = None) -> list[EvalCase]:
     """Every case of a JSONL text; raises :class:`DatasetError` listing every bad line."""
     known = frozenset(known_skills) if known_skills is not None else None
     cases: list[EvalCase] = []
     errors: list[str] = []
-    for number, raw in enumerate(text.splitlines(), start=1):
-        if not raw.strip():
-            continue
-        where = f"{source}:{number}"
-        try:
-            doc = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            errors.append(f"{where}: not JSON: {exc.msg} at column {exc.colno}")
-            continue
+    for number, where, doc in jsonl_documents(text, source, errors):
         try:
             cases.append(parse_case(doc, where, known, number))
         except ValueError as exc:

@@ -49,6 +49,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .evaluate import jsonl_documents
 from .narration_scores import (EXCERPT_CHARS, Entity, EntityLexicon, Hit, TurnScore,
                                        excerpt, score_turn)
 
@@ -135,15 +136,7 @@ def parse_script(text: str, source: str) -> list[ScriptLine]:
     errors: list[str] = []
     seen: set[str] = set()
     current: str | None = None
-    for number, raw in enumerate(text.splitlines(), start=1):
-        if not raw.strip():
-            continue
-        where = f"{source}:{number}"
-        try:
-            doc = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            errors.append(f"{where}: not JSON: {exc.msg} at column {exc.colno}")
-            continue
+    for number, where, doc in jsonl_documents(text, source, errors):
         try:
             line = parse_line(doc, where, number, current or "1")
         except ValueError as exc:

@@ -9,7 +9,7 @@
 - Ingestion stores new chunks in small steps, invisible to grounding until one swap.
 
 The latency figures (turn p50 during a large ingestion) come from
-``python -m narratoria.clients.bench_ingest_load``.
+``narratoria bench ingest-load``.
 """
 
 from __future__ import annotations
