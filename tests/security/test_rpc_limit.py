@@ -98,17 +98,14 @@ async def streaming_turns(target: str, token: str, count: int, channels: int = 8
             await channel.close()
 
 
-def test_past_the_default_bound_a_caller_gets_resource_exhausted(tmp_path):
-    """512 turns stream at once; the next caller is refused, and served once they end."""
-    d = hanging_daemon(tmp_path)
-    try:
-        got = asyncio.run(streaming_turns(f"unix://{d.socket}", daemon_token(d),
-                                          DEFAULT_MAX_CONCURRENT_RPCS))
-    finally:
-        assert d.stop() == 0
-    assert got["streaming"] == DEFAULT_MAX_CONCURRENT_RPCS, got
-    assert got["past"] == grpc.StatusCode.RESOURCE_EXHAUSTED, got
-    assert got["again"], got
+def test_a_daemon_served_without_the_flag_has_the_default_bound():
+    """Plain ``narratoria serve`` bounds calls at 512. (That the bound reaches the gRPC
+    server and refuses the next caller is shown end to end below with a bound of 3: 512
+    real streams cost 80 s of the suite for no more proof.)"""
+    from narratoria.clients.cli import build_parser
+
+    args = build_parser().parse_args(["serve"])
+    assert daemon_module.config_from_args(args).max_concurrent_rpcs == DEFAULT_MAX_CONCURRENT_RPCS
     assert daemon_module.DEFAULT_MAX_CONCURRENT_RPCS == DEFAULT_MAX_CONCURRENT_RPCS
 
 
