@@ -24,6 +24,10 @@ from conftest import REPO, process_alive
 
 DAEMON_SKILLS = REPO / "tests" / "fixtures" / "daemon-skills"
 START_TIMEOUT_S = 120
+# For a daemon whose tests do not depend on what embeddings mean (sandboxes, caps,
+# containment, files): the shipped hash backend spares the suite MiniLM's load (~5 s of
+# CPU on 2 cores) in each of them. Turns, memory and grounding keep the real embedder.
+HASH_EMBEDDER = ("--embedding-backend", "hash")
 
 
 class Daemon:

@@ -23,7 +23,7 @@ from narratoria.clients.client import NarratoriaClient
 from narratoria.clients.loadtest import leaked_processes
 
 from conftest import FIXTURE_SKILLS, REPO, fixture_processes, process_alive
-from test_daemon import Daemon
+from test_daemon import HASH_EMBEDDER, Daemon
 
 LIMITS = REPO / "tests" / "fixtures" / "limits"
 THREADS = 6
@@ -101,7 +101,7 @@ def hostile_daemon():
     root = Path(tempfile.mkdtemp(prefix="nh-", dir="/tmp"))
     for skill in (FIXTURE_SKILLS / "hostile", FIXTURE_SKILLS / "echo", LIMITS / "greedy"):
         (root / skill.name).symlink_to(skill)
-    d = Daemon("--planner", "pattern", "--skills-dir", str(root))
+    d = Daemon("--planner", "pattern", *HASH_EMBEDDER, "--skills-dir", str(root))
     yield d
     assert d.stop() == 0
     shutil.rmtree(root, ignore_errors=True)

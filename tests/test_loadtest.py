@@ -14,7 +14,7 @@ import pytest
 from conftest import FIXTURE_SKILLS
 from narratoria.clients.client import NarratoriaClient
 from narratoria.clients.loadtest import leaked_processes, run_loadtest
-from test_daemon import Daemon
+from test_daemon import HASH_EMBEDDER, Daemon
 
 LIMIT = 2
 SLEEP_PLAN = {"requestId": "load-1", "narrative": "Three sleepers.", "parallel": True,
@@ -28,7 +28,8 @@ def limited_daemon():
     # conftest's leak check would take the daemon for a skill process (the skills' command
     # lines still do: the registry's paths are normalised).
     skills = f"{FIXTURE_SKILLS.parent}/./{FIXTURE_SKILLS.name}"
-    d = Daemon("--planner", "pattern", "--skill-limit", str(LIMIT), "--skills-dir", skills)
+    d = Daemon("--planner", "pattern", *HASH_EMBEDDER,
+               "--skill-limit", str(LIMIT), "--skills-dir", skills)
     yield d
     assert d.stop() == 0
 

@@ -25,7 +25,7 @@ import pytest
 
 from conftest import REPO
 from skill_plans import failed_on_bad_input, finished, run_plan, run_script, skills_check, tool_events
-from test_daemon import Daemon, done_of, kinds
+from test_daemon import HASH_EMBEDDER, Daemon, done_of, kinds
 
 SKILL = REPO / "skills" / "character-portraits"
 SILHOUETTE = SKILL / "assets" / "silhouette.png"
@@ -117,7 +117,7 @@ def start_daemon(dirs, folder: Path | None = None) -> Daemon:
     with pytest.MonkeyPatch.context() as env:
         env.setenv("NARRATORIA_CONFIG_DIR", str(dirs.config))
         env.setenv("NARRATORIA_BUILTIN_SKILLS", str(dirs.builtin))
-        return Daemon("--planner", "pattern", folder=folder)
+        return Daemon("--planner", "pattern", *HASH_EMBEDDER, folder=folder)
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from test_daemon import Daemon, done_of, kinds
+from test_daemon import HASH_EMBEDDER, Daemon, done_of, kinds
 
 NARRATE = REPO / "skills" / "storyteller" / "scripts" / "narrate"
 
@@ -37,7 +37,7 @@ def story_daemon():
     os.environ["XDG_CONFIG_HOME"] = str(config)  # the daemon and its skills read settings here
     os.environ.pop("NARRATORIA_CONFIG_DIR", None)
     try:
-        d = Daemon("--planner", "pattern", folder=folder)
+        d = Daemon("--planner", "pattern", *HASH_EMBEDDER, folder=folder)
     finally:
         for key, value in saved.items():
             if value is None:

@@ -37,7 +37,7 @@ from narratoria.runtime.limits import ResourceLimits
 from narratoria.runtime.process import ProcessLimits, run_script, script_env
 from narratoria.runtime.protocol import tool_input
 from narratoria.runtime.zygote import Zygote
-from test_daemon import Daemon
+from test_daemon import HASH_EMBEDDER, Daemon
 
 ROOT = TESTS / "security" / "fixtures" / "containment"
 ESCAPEE = ROOT / "escapee" / "scripts"
@@ -277,7 +277,7 @@ def test_the_process_limit_falls_back_to_rlimit_nproc_for_a_normal_user():
 def daemon(request):
     # The subreaper daemon also has a memory cap below the 2 GiB default: the default
     # comes down to it (the zygote refuses anything past its caps).
-    d = Daemon("--planner", "pattern", "--skills-dir", str(ROOT),
+    d = Daemon("--planner", "pattern", *HASH_EMBEDDER, "--skills-dir", str(ROOT),
                *(["--skill-containment", request.param, "--max-skill-memory-mb", "1024"]
                  if request.param != "auto" else []))
     d.mode = request.param

@@ -31,7 +31,7 @@ from narratoria.proto import narratoria_pb2 as pb
 from narratoria.proto import narratoria_pb2_grpc as rpc
 from narratoria.runtime.endpoint import TOKEN_NAME, client_token, unix_endpoint
 
-from test_daemon import Daemon
+from test_daemon import HASH_EMBEDDER, Daemon
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "identity"
 NARRATORIA = Path(sys.executable).parent / "narratoria"
@@ -54,7 +54,8 @@ def daemon(config_dir, tmp_path_factory):
     saved = os.environ.get("NARRATORIA_TOKEN")
     os.environ["NARRATORIA_TOKEN"] = SHELL_TOKEN  # inherited by the daemon only
     try:
-        d = Daemon("--planner", "pattern", "--skills-dir", str(skills), folder=folder)
+        d = Daemon("--planner", "pattern", *HASH_EMBEDDER,
+                   "--skills-dir", str(skills), folder=folder)
     finally:
         if saved is None:
             del os.environ["NARRATORIA_TOKEN"]

@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from test_daemon import Daemon
+from test_daemon import HASH_EMBEDDER, Daemon
 
 CLI = [sys.executable, "-m", "narratoria.clients.cli"]
 
@@ -54,7 +54,7 @@ def test_a_daemon_keeps_its_data_dir_private_and_corrects_a_loose_one():
     (outside / "file.txt").write_text("someone else's")
     (outside / "file.txt").chmod(0o644)
 
-    daemon = Daemon("--planner", "pattern", folder=folder)
+    daemon = Daemon("--planner", "pattern", *HASH_EMBEDDER, folder=folder)
     try:
         play_a_turn(daemon)
         files = written(data)
@@ -75,7 +75,7 @@ def test_a_daemon_keeps_its_data_dir_private_and_corrects_a_loose_one():
     (data / "outside-dir").symlink_to(outside)
     assert len(loose(data)) >= 5
 
-    daemon = Daemon("--planner", "pattern", folder=folder)
+    daemon = Daemon("--planner", "pattern", *HASH_EMBEDDER, folder=folder)
     try:
         play_a_turn(daemon)
         assert loose(data) == []

@@ -21,7 +21,7 @@ import pytest
 from narratoria.proto import narratoria_pb2 as pb
 from narratoria.proto import narratoria_pb2_grpc as rpc
 from narratoria.runtime.endpoint import TOKEN_METADATA
-from test_daemon import Daemon
+from test_daemon import HASH_EMBEDDER, Daemon
 
 SKILLS = Path(__file__).resolve().parent / "fixtures" / "state-caps"
 MIB = 1 << 20
@@ -62,7 +62,7 @@ def state_with_default_limits(socket: Path, session_id: str) -> dict:
 
 @pytest.fixture(scope="module")
 def flood_daemon():
-    d = Daemon("--planner", "pattern", "--skills-dir", str(SKILLS))
+    d = Daemon("--planner", "pattern", *HASH_EMBEDDER, "--skills-dir", str(SKILLS))
     yield d
     assert d.stop() == 0
 
@@ -124,7 +124,8 @@ def test_a_session_over_the_cap_from_before_stays_readable_and_playable():
         con.execute("UPDATE daemon.sessions SET state_json = ? WHERE id = ?", [json.dumps(big), sid])
     finally:
         con.close()
-    daemon = Daemon("--planner", "pattern", "--skills-dir", str(SKILLS), folder=folder)
+    daemon = Daemon("--planner", "pattern", *HASH_EMBEDDER,
+                    "--skills-dir", str(SKILLS), folder=folder)
     try:
         with daemon.client() as client:
             assert json.loads(client.get_state(sid).state_json) == big  # readable

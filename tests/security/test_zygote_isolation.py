@@ -25,7 +25,7 @@ from narratoria.runtime.containment import Containment, ContainmentError
 from narratoria.runtime.limits import ResourceLimits
 from narratoria.runtime.process import script_env
 from narratoria.runtime.zygote import Zygote
-from test_daemon import Daemon
+from test_daemon import HASH_EMBEDDER, Daemon
 
 ROOT = TESTS / "security" / "fixtures" / "containment"
 
@@ -35,7 +35,7 @@ ROOT = TESTS / "security" / "fixtures" / "containment"
 
 @pytest.fixture(scope="module")
 def daemon():
-    d = Daemon("--planner", "pattern", "--skills-dir", str(ROOT))
+    d = Daemon("--planner", "pattern", *HASH_EMBEDDER, "--skills-dir", str(ROOT))
     yield d
     assert d.stop() == 0
 
