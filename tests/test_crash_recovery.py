@@ -57,7 +57,7 @@ def test_a_skill_running_at_the_kill_dies_with_the_daemon():
                        "open(req['input']['pidFile'], 'w').write(str(os.getpid()))\n"
                        "time.sleep(120)\n")
     sleeper.chmod(0o755)
-    daemon = CrashDaemon(folder, skills, folder / "t")
+    daemon = CrashDaemon(folder, skills, folder / "t", extra=HASH_EMBEDDER)
     try:
         with NarratoriaClient(daemon.address, timeout_s=30) as client:
             sid = client.create_session().id

@@ -207,7 +207,7 @@ def test_killing_the_planner_actor_mid_turn_ends_in_a_replan_and_the_daemon_serv
 
 @pytest.fixture(scope="module")
 def hanging_skill_daemon():
-    d = Daemon("--planner", "pattern", "--skills-dir", str(DAEMON_SKILLS))
+    d = Daemon("--planner", "pattern", *HASH_EMBEDDER, "--skills-dir", str(DAEMON_SKILLS))
     yield d
     assert d.stop() == 0
 
@@ -260,7 +260,7 @@ def test_a_skill_uses_the_store_service_with_its_token_in_its_playthrough_only(h
 
 
 def test_sigterm_stops_the_daemon_cleanly_and_sessions_resume_after_a_restart():
-    first = Daemon("--planner", "pattern")
+    first = Daemon("--planner", "pattern", *HASH_EMBEDDER)
     try:
         with first.client() as client:
             sid = client.create_session(title="persist").id
@@ -269,7 +269,7 @@ def test_sigterm_stops_the_daemon_cleanly_and_sessions_resume_after_a_restart():
     finally:
         assert first.stop() == 0
     assert not first.socket.exists()
-    again = Daemon("--planner", "pattern", folder=first.dir)
+    again = Daemon("--planner", "pattern", *HASH_EMBEDDER, folder=first.dir)
     try:
         with again.client() as client:
             session = client.resume_session(sid)

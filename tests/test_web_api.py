@@ -30,13 +30,13 @@ def png(size=(40, 60), color=(20, 120, 200)) -> bytes:
 @pytest.fixture(scope="module")
 def web(tmp_path_factory):
     """A daemon of its own, whose skill settings live in a temporary config dir."""
-    from test_daemon import Daemon
+    from test_daemon import HASH_EMBEDDER, Daemon
 
     config = tmp_path_factory.mktemp("config")
     saved = os.environ.get("NARRATORIA_CONFIG_DIR")
     os.environ["NARRATORIA_CONFIG_DIR"] = str(config)  # inherited by the daemon only
     try:
-        d = Daemon("--planner", "pattern")
+        d = Daemon("--planner", "pattern", *HASH_EMBEDDER)
     finally:
         if saved is None:
             os.environ.pop("NARRATORIA_CONFIG_DIR", None)

@@ -44,9 +44,9 @@ TURN_TIMEOUT_MS = 120_000
 
 @pytest.fixture(scope="module")
 def gateway(config_dir, tmp_path_factory):
-    from test_daemon import Daemon
+    from test_daemon import HASH_EMBEDDER, Daemon
 
-    daemon = Daemon("--planner", "pattern", "--skills-dir",
+    daemon = Daemon("--planner", "pattern", *HASH_EMBEDDER, "--skills-dir",
                     str(linked_test_skills(tmp_path_factory.mktemp("skills"))))
     client = NarratoriaClient(f"unix://{daemon.socket}")
     live = LiveGateway(client)
