@@ -17,6 +17,7 @@ from narratoria.clients.bench_crash import (CrashDaemon, marked_processes, run_c
 from narratoria.clients.client import NarratoriaClient
 
 from conftest import process_alive
+from test_daemon import HASH_EMBEDDER
 
 
 def test_two_sigkill_cycles_lose_no_acknowledged_write_and_leave_no_process():
