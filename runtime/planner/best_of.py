@@ -38,6 +38,7 @@ from .decoding import NarrationProcessor, NarrationVocab, PreviousTurnNgrams
 from .narration_scores import (Entity, EntityLexicon, content_words, meta_talk,
                                narrator_first_person, repeated_sentences, speaks_for_player,
                                unsafe)
+from .pick import rewind_to_shared
 
 if TYPE_CHECKING:
     from llama_cpp import Llama
@@ -171,13 +172,7 @@ class StoryTeller:
         """Evaluate ``tokens`` on sequence 0, reusing the cells it shares with the
         model's current state; the logits after the last token."""
         llm = self.llm
-        held = llm.input_ids[:llm.n_tokens]
-        shared = 0
-        for mine, theirs in zip(tokens, held):
-            if mine != theirs:
-                break
-            shared += 1
-        llm.n_tokens = min(shared, len(tokens) - 1)  # the last one again, for its logits
+        shared = rewind_to_shared(llm, tokens)
         llm.eval(tokens[llm.n_tokens:])
         self.evaluated += len(tokens) - shared
         return self._logits(-1)

@@ -24,6 +24,20 @@ if TYPE_CHECKING:
     from llama_cpp import Llama
 
 
+def rewind_to_shared(llm: Llama, tokens: Sequence[int]) -> int:
+    """Keep the model's cells for the prefix ``tokens`` shares with what it holds, so only
+    the rest is evaluated; the last token is always evaluated again (its logits choose
+    what follows). Returns how many tokens were shared."""
+    held = llm.input_ids[:llm.n_tokens]
+    shared = 0
+    for mine, theirs in zip(tokens, held):
+        if mine != theirs:
+            break
+        shared += 1
+    llm.n_tokens = min(shared, len(tokens) - 1)
+    return shared
+
+
 class PickError(RuntimeError):
     """The model cannot pick: no candidates, or an empty prompt."""
 
@@ -49,16 +63,8 @@ class Picker:
     def _feed_prompt(self, tokens: list[int]) -> None:
         if not tokens:
             raise PickError("empty prompt")
-        llm = self.llm
-        held = llm.input_ids[:llm.n_tokens]
-        shared = 0
-        for mine, theirs in zip(tokens, held):
-            if mine != theirs:
-                break
-            shared += 1
-        # The last prompt token is always evaluated again: its logits choose the first token.
-        llm.n_tokens = min(shared, len(tokens) - 1)
-        self._pending = tokens[llm.n_tokens:]
+        rewind_to_shared(self.llm, tokens)
+        self._pending = tokens[self.llm.n_tokens:]
 
     def pick(self, candidates: Sequence[str]) -> str:
         """One of ``candidates`` (distinct, non-empty), now part of the model's context."""
