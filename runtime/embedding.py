@@ -242,6 +242,11 @@ def shared_local() -> LocalEmbedding:
         return _local
 
 
+def _check_dimensions(wanted: int, model: str, actual: int) -> None:
+    if wanted != actual:
+        raise EmbeddingError(f"vector_dimensions {wanted} does not match {model} ({actual})")
+
+
 @dataclass(frozen=True)
 class BackendIdentity:
     """What a backend's vectors are stored under (§9.4), known before it loads."""
@@ -255,10 +260,7 @@ def backend_identity(settings: EmbeddingSettings = EmbeddingSettings()) -> Backe
     """The model, version and dimensions ``make_backend(settings)`` will have, without
     loading MiniLM (seconds of torch import): a daemon is ready while it loads."""
     if settings.backend == "local":
-        if settings.dimensions != LOCAL_DIMENSIONS:
-            raise EmbeddingError(
-                f"vector_dimensions {settings.dimensions} does not match {LOCAL_MODEL} "
-                f"({LOCAL_DIMENSIONS})")
+        _check_dimensions(settings.dimensions, LOCAL_MODEL, LOCAL_DIMENSIONS)
         local_model_dir()  # a missing package is said at once, not at the first embed
         return BackendIdentity(LOCAL_MODEL, local_version(), LOCAL_DIMENSIONS)
     backend = make_backend(settings)  # the others construct in microseconds
@@ -268,10 +270,7 @@ def backend_identity(settings: EmbeddingSettings = EmbeddingSettings()) -> Backe
 def make_backend(settings: EmbeddingSettings = EmbeddingSettings()) -> EmbeddingBackend:
     if settings.backend == "local":
         backend = shared_local()
-        if settings.dimensions != backend.dimensions:
-            raise EmbeddingError(
-                f"vector_dimensions {settings.dimensions} does not match {backend.model} "
-                f"({backend.dimensions})")
+        _check_dimensions(settings.dimensions, backend.model, backend.dimensions)
         return backend
     if settings.backend == "hash":
         return HashEmbedding(settings.dimensions)
