@@ -18,6 +18,7 @@ from conftest import BUILTIN_SKILLS, REPO
 from narratoria.runtime.plan import Plan, ToolInvocation
 from narratoria.runtime.planner.base import PlanRequest
 from narratoria.runtime.planner.deeds import (
+    asks_standing,
     EVENTS,
     MAGNITUDES,
     MAX_PERCEPTION_DELTA,
@@ -100,7 +101,11 @@ def test_a_campaigns_cast_and_factions_are_its_entities():
     found = mentions("I thank Odile, then Hale, then the guild and the wardens", LONG_EBB)
     assert [m.entity.id for m in found] == ["odile_venn", "corran_hale", "lampwrights_guild",
                                             "tithe_wardens"]
-    assert [e.id for e in NINTH] == ["orla_finch"]
+    assert [e.id for e in NINTH if e.kind != "thing"] == ["orla_finch"]
+    # Places and items are things: named, and never someone a deed is done to.
+    assert {"tide_lantern", "bell_chapel"} <= {e.id for e in LONG_EBB if e.kind == "thing"}
+    bellkeepers = by_id["bellkeepers"]
+    assert (("bell", "chapel"),) in [h.aliases for h in bellkeepers.holdings]
 
 
 def test_a_shared_word_names_no_one_alone():
@@ -137,6 +142,58 @@ def test_a_deed_names_whom_and_which_way(text, entities, expected):
     assert changes(text, entities) == expected
 
 
+@pytest.mark.parametrize("text, entities, expected", [
+    # objects joined by "and" stay one clause; a verb after "and" starts another
+    ("I share my bread and dried fish with Wick", LONG_EBB, {("npc", "wick", "up")}),
+    ("I insult Odile and the guild", LONG_EBB,
+     {("npc", "odile_venn", "down"), ("faction", "lampwrights_guild", "down")}),
+    ("I stand between Orla and the riders", NINTH, {("npc", "orla_finch", "up")}),
+    # speech against someone is done to whom it is about
+    ("I spread rumours in the tavern that the Lampwrights cheat their buyers", LONG_EBB,
+     {("faction", "lampwrights_guild", "down")}),
+    ("I gossip to the fishwives about Odile's debts", LONG_EBB, {("npc", "odile_venn", "down")}),
+    ("I tell Corran a made-up story about where the salvage went", LONG_EBB,
+     {("npc", "corran_hale", "down")}),
+    ("I feed Corran a string of lies about the Undercourt", LONG_EBB,
+     {("npc", "corran_hale", "down")}),
+    ("I threaten to tell the wardens about Meret's smuggling", LONG_EBB,
+     {("npc", "meret_alder", "down")}),
+    # a faction's places and things: its seat, what is in it, its tags
+    ("I deface the Roll of the Drowned in the bell chapel", LONG_EBB,
+     {("faction", "bellkeepers", "down")}),
+    ("I steal candles from the bell chapel", LONG_EBB, {("faction", "bellkeepers", "down")}),
+    ("I cut the rope of the tide bell so it cannot ring", LONG_EBB,
+     {("faction", "bellkeepers", "down")}),
+    # groups named by their words, in any campaign
+    ("I swindle the harbour council's clerk out of a week of rations", LONG_EBB,
+     {("faction", "harbour_council", "down")}),
+    ("I mend the nets of the quay fishermen for free", LONG_EBB,
+     {("faction", "fishermen", "up")}),
+    ("I shout insults at the King's Riders from the doorway", NINTH,
+     {("faction", "kings_riders", "down")}),
+    ("I slander the Silver Hand in every tavern in town", (), {("faction", "silver_hand", "down")}),
+    ("I extort protection money from the fishmongers", (), {("faction", "fishmongers", "down")}),
+    ("I rob the temple's poor box", (), {("faction", "temple", "down")}),
+    # done for someone, handed over, made to gain
+    ("I repaint a blank board on the Roll of Names for the Bellkeepers", LONG_EBB,
+     {("faction", "bellkeepers", "up")}),
+    ("I stand guard at the door so Orla can sleep", NINTH, {("npc", "orla_finch", "up")}),
+    ("I hand Wick over to the Tithe Wardens", LONG_EBB,
+     {("npc", "wick", "down"), ("faction", "tithe_wardens", "up")}),
+    ("I hand the purse over to Odile", LONG_EBB, {("npc", "odile_venn", "up")}),
+    ("I slip Odile a few coins to cover her rent", LONG_EBB, {("npc", "odile_venn", "up")}),
+    ("I forgive Wick for stealing my button", LONG_EBB, {("npc", "wick", "up")}),
+    ("I let Corran take the credit for finding the ledger", LONG_EBB,
+     {("npc", "corran_hale", "up")}),
+    ("I read Orla's letter without asking her", NINTH, {("npc", "orla_finch", "down")}),
+    ("I sell the Guild of Masons a cracked bell as sound", (),
+     {("faction", "guild_of_masons", "down")}),
+    ("I trip Meret as she walks past", LONG_EBB, {("npc", "meret_alder", "down")}),
+])
+def test_deeds_read_past_the_verb_lists(text, entities, expected):
+    assert changes(text, entities) == expected
+
+
 @pytest.mark.parametrize("text", [
     "I watch Wick steal a button from a warden",        # someone else's deed
     "Tamsin hands me a cup of tea",                      # done to the player
@@ -147,6 +204,11 @@ def test_a_deed_names_whom_and_which_way(text, entities, expected):
     "I make a Dexterity saving throw",                   # dice words
     "Give me three choices for dealing with the riders",
     "I'm going to look at the bell",
+    "I attack the ghoul in the bell chapel",             # in their seat, not to them
+    "I give the Heartglass a polish",                    # a thing, not a group
+    "I praise the Tide Lantern's craft",
+    "I steal the papers from the desk",
+    "I cut bread for Wick",                              # a harm word, done for someone
 ])
 def test_not_every_sentence_with_a_name_is_a_deed(text):
     assert read_deeds(text, LONG_EBB + NINTH) == []
@@ -259,6 +321,23 @@ def plan_for(routed, every, text: str, entities=()) -> Plan:
 
 def calls(plan: Plan, skill: str) -> list[tuple[str, dict]]:
     return [(t.toolPath, t.input) for t in plan.tools if t.toolPath.startswith(skill + "/")]
+
+
+@pytest.mark.parametrize("text", [
+    "What do the Bellkeepers make of me these days?",
+    "Are the wardens out to get me?",
+    "Check my reputation with the Tithe Wardens.",
+    "Am I in Odile's good books?",
+    "Where do I stand with the Lampwrights' Guild?",
+])
+def test_asking_where_one_stands_in_other_words(text):
+    assert asks_standing(text)
+
+
+@pytest.mark.parametrize("text", ["I think of home", "I check the bolts on the shutters",
+                                  "Do the wardens patrol at night?"])
+def test_not_every_question_asks_where_one_stands(text):
+    assert not asks_standing(text)
 
 
 def test_a_deed_to_a_faction_is_written_by_the_engine(routed, every):

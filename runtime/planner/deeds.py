@@ -31,14 +31,14 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-Kind = Literal["npc", "faction"]
+Kind = Literal["npc", "faction", "thing"]  # a thing (a place, an item) is never a target
 PERCEPTION = "npc-perception"
 REPUTATION = "reputation"
-SKILL_OF: dict[Kind, str] = {"npc": PERCEPTION, "faction": REPUTATION}
+SKILL_OF: dict[str, str] = {"npc": PERCEPTION, "faction": REPUTATION}
 
 # npc-perception's event table (skills/npc-perception/scripts/update-perception).
 PERCEPTION_EVENTS: dict[str, int] = {
@@ -88,6 +88,15 @@ def entity_id(name: str) -> str:
 
 
 @dataclass(frozen=True)
+class Holding:
+    """A place or thing a faction holds (its seat, a place tagged with it, a thing its
+    tags name): a deed done to it, or to what is in it, is done to the faction."""
+
+    aliases: tuple[tuple[str, ...], ...]  # lower-case word runs that name it
+    words: frozenset[str] = frozenset()   # what its text says is there ("roll", "bell")
+
+
+@dataclass(frozen=True)
 class Entity:
     """Someone a deed can be done to."""
 
@@ -96,10 +105,16 @@ class Entity:
     kind: Kind
     aliases: tuple[tuple[str, ...], ...] = ()  # lower-case word runs that name it
     faction: str = ""                           # an NPC's faction id, if any
+    holdings: tuple[Holding, ...] = ()          # a faction's places and things
 
 
+_RANKS = frozenset("duke duchess abbess abbot king queen prince princess baron baroness count "
+                   "countess earl bishop magistrate mayor captain sheriff governor chancellor "
+                   "emperor empress prior prioress reeve steward warden marshal general "
+                   "commander innkeeper headman elder archbishop high-priest".split())
 _TITLES = frozenset("captain lady lord sir master mistress brother sister mother father doctor "
-                    "dr old young little the aunt uncle madam mister mr mrs miss".split())
+                    "dr old young little the aunt uncle madam mister mr mrs miss farmer smith "
+                    "goodwife goodman widow".split())
 
 
 def npc_entity(npc_id: str, name: str, faction: str = "",
@@ -115,7 +130,8 @@ def npc_entity(npc_id: str, name: str, faction: str = "",
     return Entity(npc_id, name, "npc", tuple(aliases), faction)
 
 
-def faction_entity(faction_id: str, name: str = "", others: Sequence[str] = ()) -> Entity:
+def faction_entity(faction_id: str, name: str = "", others: Sequence[str] = (),
+                   holdings: tuple[Holding, ...] = ()) -> Entity:
     """A faction by its name; by its last word alone ("the guild", "the wardens") or a
     plural first word ("the Lampwrights") where no other faction of ``others`` (ids)
     shares it."""
@@ -128,14 +144,17 @@ def faction_entity(faction_id: str, name: str = "", others: Sequence[str] = ()) 
             aliases.add((words[-1],))
         if words[0].endswith("s") and words[0] not in taken:
             aliases.add((words[0],))
-    return Entity(faction_id, shown, "faction", tuple(sorted(aliases, key=len, reverse=True)))
+    return Entity(faction_id, shown, "faction", tuple(sorted(aliases, key=len, reverse=True)),
+                  holdings=holdings)
 
 
 def cast_entities(cast: Mapping[str, Mapping[str, Any]],
-                  factions: Iterable[tuple[str, str]] = ()) -> tuple[Entity, ...]:
+                  factions: Iterable[tuple[str, str]] = (),
+                  holdings: Mapping[str, tuple[Holding, ...]] | None = None
+                  ) -> tuple[Entity, ...]:
     """Entities of a session's ``npcs`` map (id -> {name, traits: {faction}}) and of
-    the campaign's factions ((id, name) pairs); a faction an NPC belongs to is known
-    even when no file declares it."""
+    the campaign's factions ((id, name) pairs, with what each holds); a faction an NPC
+    belongs to is known even when no file declares it."""
     names = [str(spec.get("name") or npc_id) for npc_id, spec in cast.items()]
     declared = dict(factions)
     npcs: list[Entity] = []
@@ -147,7 +166,9 @@ def cast_entities(cast: Mapping[str, Mapping[str, Any]],
         if faction:
             declared.setdefault(faction, "")
     ids = list(declared)
-    return (*npcs, *(faction_entity(fid, name, ids) for fid, name in declared.items()))
+    held = holdings or {}
+    return (*npcs, *(faction_entity(fid, name, ids, held.get(fid, ()))
+                     for fid, name in declared.items()))
 
 
 def campaign_entities(root: Path | str) -> tuple[Entity, ...]:
@@ -159,6 +180,8 @@ def campaign_entities(root: Path | str) -> tuple[Entity, ...]:
 
     cast: dict[str, dict[str, Any]] = {}
     factions: list[tuple[str, str]] = []
+    sheets: dict[str, tuple[Mapping[str, Any], str]] = {}  # faction id -> (frontmatter, body)
+    places: list[tuple[str, Mapping[str, Any], str]] = []  # (id, frontmatter, body)
     for f in discover(Path(root)):
         if f.kind != "content" or f.format not in ("md", "txt"):
             continue
@@ -171,7 +194,67 @@ def campaign_entities(root: Path | str) -> tuple[Entity, ...]:
                                     if isinstance(fm.get("faction"), str) else {}}
         elif meta.entity_type == "faction" or fm.get("kind") == "faction":
             factions.append((meta.entity_id, str(fm.get("name") or "")))
-    return cast_entities(cast, factions)
+            sheets[meta.entity_id] = (fm, meta.body)
+        elif fm.get("kind") == "location" or meta.entity_type in ("location", "world"):
+            places.append((meta.entity_id, fm, meta.body))
+    people = cast_entities(cast, factions, {fid: faction_holdings(fid, fm, body, places)
+                                            for fid, (fm, body) in sheets.items()})
+    return (*people, *_things(Path(root), places))
+
+
+def _things(root: Path, places: Sequence[tuple[str, Mapping[str, Any], str]]) -> list[Entity]:
+    """The campaign's places and items by name: "the Heartglass" or "the Tide Lantern"
+    is a thing, never a group a deed could be done to."""
+    import json
+
+    names = {place_id: str(fm.get("name") or place_id.replace("_", " "))
+             for place_id, fm, _ in places}
+    for path in sorted((root / "items").glob("*.json")) if (root / "items").is_dir() else ():
+        try:
+            item = json.loads(path.read_text("utf-8"))
+        except (OSError, ValueError):
+            continue  # validation names a broken item file; here it is only not a thing
+        if isinstance(item, dict) and isinstance(item.get("label"), str):
+            names[str(item.get("id") or path.stem)] = item["label"]
+    return [Entity(thing_id, name, "thing", (tuple(_words(name)),))
+            for thing_id, name in names.items() if _words(name)]
+
+
+def _tag_words(tags: Any) -> list[tuple[str, ...]]:
+    return [tuple(t.lower().replace("-", "_").split("_")) for t in tags
+            if isinstance(t, str)] if isinstance(tags, list) else []
+
+
+def faction_holdings(faction_id: str, sheet: Mapping[str, Any], body: str,
+                     places: Sequence[tuple[str, Mapping[str, Any], str]]) -> tuple[Holding, ...]:
+    """What a faction holds: its seat (a place's id or a name), the places tagged with
+    it, and the things its own tags name in more than one word ("tide_bell")."""
+    seat = sheet.get("seat")
+    seat_words = tuple(_words(seat.replace("_", " "))) if isinstance(seat, str) else ()
+    held: list[Holding] = []
+    for place_id, fm, text in places:
+        tags = _tag_words(fm.get("tags"))
+        if (faction_id,) in tags or tuple(place_id.split("_")) == seat_words:
+            name = fm.get("name")
+            aliases = {tuple(place_id.split("_"))} | (
+                {tuple(_words(name))} if isinstance(name, str) else set())
+            inside = {w for t in tags for w in t} | set(_words(text))
+            held.append(Holding(tuple(sorted(aliases, key=len, reverse=True)),
+                                frozenset(inside - _STOP)))
+            seat_words = () if tuple(place_id.split("_")) == seat_words else seat_words
+    if seat_words:  # a seat no place file describes: "Lantern Street, Brinehollow"
+        first = tuple(_words(seat.split(",")[0])) if isinstance(seat, str) else ()
+        held.append(Holding(tuple(a for a in (first,) if a)))
+    own = frozenset(set(_words(body)) - _STOP)
+    held += [Holding((tag,), own) for tag in _tag_words(sheet.get("tags")) if len(tag) > 1]
+    return tuple(held)
+
+
+# Words too common to say what is in a place.
+_STOP = frozenset("the a an of and or to in on at by for from with as is are was were be been "
+                  "it its they them their there this that these those who which what when "
+                  "where will would can could should may might one two all any some no not "
+                  "but if so than then into onto over under only also each every".split())
 
 
 _CAMPAIGNS: dict[str, tuple[tuple, tuple[Entity, ...]]] = {}
@@ -230,26 +313,34 @@ EVENTS: dict[str, Event] = {e.name: e for e in (
 # Verbs (base forms) that do a deed by themselves: "I steal ...", "I help ...".
 _VERBS: dict[str, str] = {}
 for _event, _verbs in {
-    "gift": "give gift donate share hand offer bring buy pay tip treat feed lend bribe send",
+    "gift": "give gift donate share hand offer bring buy pay tip treat feed lend bribe send "
+            "contribute",
     "complimented": "compliment praise flatter admire applaud commend honour honor toast cheer",
     "kept-promise": "repay return",
     "helped": "help aid assist carry mend fix repair guide heal tend nurse teach comfort shelter "
-              "hide warn free release escort support rebuild dig haul bandage feed",
-    "defended": "defend protect shield vouch champion",
+              "hide warn free release escort support rebuild dig haul bandage feed repaint "
+              "restore clean sweep patch cook scrub polish wash",
+    "defended": "defend protect shield vouch champion guard",
     "saved": "save rescue",
     "apologise": "",
+    "favoured": "forgive pardon spare",
     "apologised": "apologise apologize",
     "insulted": "insult mock ridicule sneer jeer taunt humiliate belittle snub scorn shame "
                 "offend slight deride",
     "refused": "refuse decline reject",
-    "lied": "lie deceive trick con fool mislead dupe swindle cheat bluff fib",
-    "threatened": "threaten intimidate menace bully extort blackmail coerce frighten scare",
-    "denounced": "denounce slander accuse defame expose badmouth condemn vilify",
+    "lied": "lie deceive trick con fool mislead dupe swindle cheat bluff fib forge hoodwink "
+            "shortchange overcharge",
+    "threatened": "threaten intimidate menace bully extort blackmail coerce frighten scare "
+                  "terrorise terrorize harass torment",
+    "denounced": "denounce slander accuse defame expose badmouth condemn vilify gossip "
+                 "smear discredit libel frame incriminate report",
     "stole": "steal rob pickpocket pocket pilfer filch swipe snatch loot plunder burgle "
              "embezzle smuggle",
     "attacked": "attack hit punch strike stab kick shove push slap beat assault wound hurt "
                 "smash burn wreck vandalise vandalize sabotage destroy torch dump ruin deface "
-                "desecrate break",
+                "desecrate break poison ambush kidnap abduct strangle choke tackle maim murder "
+                "kill slay stab cut shoot whip flog trample topple sink scuttle trip elbow "
+                "headbutt bite scratch throttle drown",
     "betrayed": "betray double-cross",
 }.items():
     for _verb in _verbs.split():
@@ -257,11 +348,20 @@ for _event, _verbs in {
 
 # Verbs that need a particle or an object to be a deed: (words after the verb, event).
 _PHRASES: dict[str, tuple[tuple[tuple[str, ...], str], ...]] = {
-    "stand": ((("up", "for"), "defended"), (("with",), "defended"), (("by",), "defended"),
+    "stand": ((("guard",), "defended"), (("watch",), "defended"), (("up", "for"), "defended"), (("with",), "defended"), (("by",), "defended"),
               (("between",), "defended")),
     "side": ((("with",), "defended"),),
     "speak": ((("up", "for"), "defended"), (("for",), "defended")),
-    "take": ((("the", "blame"), "defended"), (("the", "fall"), "defended")),
+    "take": ((("the", "blame"), "defended"), (("the", "fall"), "defended"),
+             (("side",), "defended")),
+    "snap": ((("at",), "insulted"),),
+    "shout": ((("at",), "insulted"),),
+    "yell": ((("at",), "insulted"),),
+    "scowl": ((("at",), "insulted"),),
+    "glare": ((("at",), "insulted"),),
+    "lock": ((("out",), "refused"),),
+    "shut": ((("out",), "refused"),),
+    "spy": ((("on",), "lied"),),
     "laugh": ((("at",), "insulted"),),
     "make": ((("fun", "of"), "insulted"), (("amends",), "apologised")),
     "spit": ((("at",), "insulted"), (("on",), "insulted")),
@@ -270,7 +370,6 @@ _PHRASES: dict[str, tuple[tuple[tuple[str, ...], str], ...]] = {
     "turn": ((("down",), "refused"), (("in",), "betrayed"), (("on",), "betrayed")),
     "say": ((("sorry",), "apologised"),),
     "beg": ((("forgiveness",), "apologised"), (("pardon",), "apologised")),
-    "sell": ((("out",), "betrayed"),),
     "inform": ((("on",), "betrayed"),),
     "rat": ((("on",), "betrayed"), (("out",), "betrayed")),
     "pay": ((("back",), "kept-promise"), (("off",), "kept-promise")),
@@ -281,10 +380,33 @@ _PHRASES: dict[str, tuple[tuple[tuple[str, ...], str], ...]] = {
               (("my", "oath"), "betrayed"), (("our", "word"), "betrayed"),
               (("the", "contract"), "betrayed"), (("our", "contract"), "betrayed"),
               (("my", "contract"), "betrayed")),
-    "tell": ((("the", "truth"), "honest"), (("lies",), "lied")),
+    "tell": ((("the", "truth"), "honest"), *((((w,), "lied") for w in (
+        "lie lies fib fibs falsehood falsehoods made-up tall false fake invented untrue "
+        "half-truth half-truths fabricated".split()))), *((((w,), "insulted") for w in (
+        "off hate despise coward liar fool idiot traitor worthless useless disgust "
+        "disgusting".split())))),
+    "let": ((("take", "the", "credit"), "favoured"), (("keep",), "gift"),
+            (("off",), "favoured")),
+    "sell": ((("out",), "betrayed"), *((((w,), "lied") for w in (
+        "fake forged counterfeit watered watered-down rotten spoiled spoilt cracked worthless "
+        "shoddy fake tainted".split())))),
+    "feed": ((("lies",), "lied"), (("false",), "lied"), (("a", "lie"), "lied")),
+    "spin": ((("a", "lie"), "lied"), (("a", "tale"), "lied"), (("a", "story"), "lied"),
+             (("lies",), "lied"), (("tales",), "lied")),
+    "spread": tuple(((w,), "denounced") for w in (
+        "rumours rumors rumour rumor lies gossip slander tales stories word".split())),
+    "whisper": tuple(((w,), "denounced") for w in (
+        "rumours rumors rumour rumor lies slander".split())),
+    "start": tuple(((w,), "denounced") for w in ("rumours rumors rumour rumor".split())),
+    "bear": ((("false", "witness"), "denounced"),),
+    "give": ((("false", "testimony"), "denounced"), (("false", "witness"), "denounced")),
     "pull": ((("out",), "saved"), (("back",), "saved"), (("free",), "saved")),
     "drag": ((("out",), "saved"), (("free",), "saved")),
+    "watch": ((("over",), "defended"),),
     "knock": ((("down",), "attacked"), (("over",), "attacked"), (("out",), "attacked")),
+    "set": ((("alight",), "attacked"), (("fire",), "attacked"), (("ablaze",), "attacked"),
+            (("free",), "saved")),
+    "hand": ((("over", "to"), "betrayed"),),
     "call": ((("a",), "insulted"), (("an",), "insulted")),
 }
 
@@ -307,7 +429,16 @@ _IRREGULAR = {"stole": "steal", "stolen": "steal", "gave": "give", "given": "giv
               "struck": "strike", "carries": "carry", "carried": "carry", "bullies": "bully",
               "bullied": "bully", "buries": "bury"}
 # Subordinate clauses tell when or why, not what the player does to whom.
-_CLAUSE = re.compile(r"\s*(?:[;.!?]+|,|\s(?:and then|then|and|but)\s|\s[-—]+\s)\s*", re.I)
+_CLAUSE = re.compile(r"\s*([;.!?]+|,|\s(?:and then|then|and|but)\s|\s[-—]+\s)\s*", re.I)
+# Verbs that start a clause of their own after "and" without doing a deed: "and set them
+# alight", "and take the pardon". After "and", a word no list knows joins objects:
+# "my bread and dried fish".
+_OTHER_VERBS = frozenset(
+    "set put pour take get run make throw pull drop grab leave keep let stay stop start try "
+    "use light lift pick place hand lock unlock cut tie untie find slip sneak hurry rush step "
+    "turn wrap fill empty pack load bury dive swim row sail ride fight flee hide shout call "
+    "say cry laugh sing pray kneel rest sleep eat drink cook wash dress write sign draw paint "
+    "seal burn break tear".split())
 _SUBORDINATE = re.compile(r"\s(?:when|while|because|since|so that|so|as|until|unless|after|"
                           r"before|though|although|if|whenever|even though)\s.*$", re.I)
 _GROUP_NOUNS = frozenset(
@@ -316,7 +447,7 @@ _GROUP_NOUNS = frozenset(
     "bandits thieves smugglers pirates rebels nobles elders council guild watch clan clans tribe "
     "crew parish brotherhood sisterhood cult militia army gang "
     "syndicate legion journeymen salvagers apprentices mercenaries hunters pilgrims "
-    "refugees workers union magistrates mourners dockers "
+    "refugees workers union magistrates mourners dockers beggars peasants "
     "dockworkers families family household house guilds orphans clergy acolytes scholars "
     "mages wizards witches druids rangers hunters sentries patrol garrison crowd".split())
 # Capitalised words that name a group rather than a person.
@@ -336,6 +467,7 @@ class _Token:
     word: str      # lower case, possessive dropped
     capital: bool
     start: int     # index in the input's token list
+    raw: str = ""  # as written, possessive kept ("King's")
 
 
 _TOKEN = re.compile(r"[A-Za-z][A-Za-z'’-]*")
@@ -352,7 +484,7 @@ def _tokens(text: str) -> list[_Token]:
         bare = re.sub(r"'s$|'$", "", raw)
         if re.fullmatch(r"I'(?:m|ll|ve|d)", bare, re.I):
             bare = "I"
-        out.append(_Token(bare, bare.lower(), bare[:1].isupper(), len(out)))
+        out.append(_Token(bare, bare.lower(), bare[:1].isupper(), len(out), raw))
     return out
 
 
@@ -377,6 +509,9 @@ class Mention:
     entity: Entity
     start: int  # token index in its clause
     end: int
+    holding: Holding | None = None  # named by a place or thing of the faction's
+    guess: bool = False             # "the Silver Hand", "the fishmongers": maybe a group
+    owner: bool = False             # named as an owner: "the Bellkeepers' boards"
 
 
 @dataclass(frozen=True)
@@ -401,13 +536,28 @@ def mentions(text: str, entities: Sequence[Entity] = ()) -> list[Mention]:
     words = [t.word for t in tokens]
     found: list[Mention] = []
     taken: set[int] = set()
-    aliases = sorted(((a, e) for e in entities for a in e.aliases), key=lambda p: -len(p[0]))
+    aliases = sorted(((a, e) for e in entities if e.kind != "thing" for a in e.aliases),
+                     key=lambda p: -len(p[0]))
     for alias, entity in aliases:
         n = len(alias)
         for i in range(len(words) - n + 1):
             if tuple(words[i:i + n]) == alias and not taken & set(range(i, i + n)):
                 found.append(Mention(entity, i, i + n))
                 taken |= set(range(i, i + n))
+    held = sorted(((a, e, h) for e in entities for h in e.holdings for a in h.aliases),
+                  key=lambda p: -len(p[0]))
+    for alias, entity, holding in held:
+        n = len(alias)
+        for i in range(len(words) - n + 1):
+            if tuple(words[i:i + n]) == alias and not taken & set(range(i, i + n)):
+                found.append(Mention(entity, i, i + n, holding))
+                taken |= set(range(i, i + n))
+    for alias in sorted((a for e in entities if e.kind == "thing" for a in e.aliases), key=len,
+                        reverse=True):
+        n = len(alias)
+        for i in range(len(words) - n + 1):
+            if tuple(words[i:i + n]) == alias:
+                taken |= set(range(i, i + n))  # named, and not someone
     knows_cast = any(e.kind == "npc" for e in entities)
     i = 0
     while i < len(tokens):
@@ -429,15 +579,25 @@ def mentions(text: str, entities: Sequence[Entity] = ()) -> list[Mention]:
                     break
                 j = k
             run = [t for t in tokens[i:j]]
-            name = " ".join(t.text for t in run)
+            # "the King's Riders" keeps its possessive inside the name: kings_riders
+            name = " ".join([*(t.raw for t in run[:-1]), run[-1].text])
             # "the Harbour Council", "the Tithe Wardens", "the Bellkeepers": a group.
             # The head is what comes before "of": "the Roll of Names" is a roll.
             head = [t.word for t in run]
             head = head[:head.index("of")] if "of" in head else head
             is_group = any(w in _GROUP_WORDS for w in head) or (
-                head[-1].endswith("s") and (head[-1] in _GROUP_NOUNS or words[i - 1] == "the"))
+                head[-1].endswith("s") and not head[-1].endswith("ss")
+                and (head[-1] in _GROUP_NOUNS or words[i - 1] == "the"))
             if is_group:
                 found.append(Mention(Entity(entity_id(name), name, "faction"), i, j))
+            elif words[i - 1] == "the" and len(run) == 1 and run[0].word in _RANKS:
+                # "the Duke", "the Abbess": someone known by a rank
+                found.append(Mention(Entity(run[0].word, run[0].text, "npc"), i, j))
+            elif words[i - 1] == "the" and "of" not in [t.word for t in run] \
+                    and run[0].word not in _TITLES:
+                # "the Silver Hand" may be a group, a place or a thing
+                found.append(Mention(Entity(entity_id(name), name, "faction"), i, j,
+                                     guess=True))
             elif not knows_cast and not any(t.word in ("of", "the") for t in run) \
                     and words[i - 1] not in _NOT_PERSON_BEFORE:
                 # "Captain Varro" is someone; "the Roll of Names", "the Tower" and "on
@@ -448,12 +608,66 @@ def mentions(text: str, entities: Sequence[Entity] = ()) -> list[Mention]:
             taken |= set(range(i, j))
             i = j
             continue
-        if token.word in _GROUP_NOUNS and not token.capital and i > 0 \
-                and words[i - 1] in ("the", "their", "two", "three", "those", "these", "both"):
-            found.append(Mention(Entity(entity_id(token.word), token.word, "faction"), i, i + 1))
-            taken.add(i)
+        known = token.word in _GROUP_NOUNS or token.word in _COLLECTIVES
+        if (known or _PEOPLE.search(token.word)) and not token.capital and i > 0 \
+                and token.word not in _THINGS:
+            start = _group_start(words, i, taken)
+            if start is not None:
+                # "the harbour council" is the harbour council; "the old miners" the miners
+                named = [w for w in words[start:i] if w not in _GROUP_ADJECTIVES
+                         and token.word in _COLLECTIVES] + [token.word]
+                name = " ".join(named)
+                found.append(Mention(Entity(entity_id(name), name, "faction"), start, i + 1,
+                                     guess=not known))
+                taken |= set(range(start, i + 1))
         i += 1
-    return sorted(found, key=lambda m: m.start)
+    return sorted((replace(m, owner=True) if tokens[m.end - 1].raw.endswith(("'s", "'"))
+                   else m for m in found), key=lambda m: m.start)
+
+
+# Group nouns in the singular, named with their modifiers ("the harbour council"); a
+# plural ("the quay fishermen") is the people themselves.
+_COLLECTIVES = frozenset("council guild watch clan tribe crew parish brotherhood sisterhood cult "
+                         "militia army gang syndicate legion union family household house "
+                         "garrison patrol crowd clergy temple church monastery abbey shrine "
+                         "convent priory cathedral village town city".split())
+# Plurals that name people by what they do or where they are from: "the fishmongers",
+# "the slavers", "the zealots"... unless the word is a common thing.
+_PEOPLE = re.compile(r"(?:[a-z]{3,}(?:ers|ors|ists|ians|eers|ants|ents|ites|men|folk|ots|"
+                     r"ards|ains|ics))$")
+_THINGS = frozenset("papers letters orders waters rafters flowers numbers borders quarters "
+                    "matters powers towers corners fingers feathers chambers ledgers embers "
+                    "others leaders lanterns barrels cellars ladders pillars shutters timbers "
+                    "rivers waters silvers coppers remnants contents documents instruments "
+                    "ornaments garments fragments payments supplements torments moments "
+                    "elements accidents events tents plants women children men "
+                    "doors floors mirrors colors colours errors anchors oars "
+                    "boards cards yards swords records rewards towards backwards "
+                    "mountains fountains curtains chains drains grains remains "
+                    "onions pots knots slots shots spots lots plots dots robots "
+                    "quarrels tides".split())
+_GROUP_DETERMINERS = frozenset("the their two three those these both our your his her".split())
+# Words before a group noun that describe it rather than name it.
+_GROUP_ADJECTIVES = frozenset("old young local poor rich angry other whole entire same few many "
+                              "some hungry tired new honest loyal grieving drowned last first "
+                              "remaining surviving".split())
+# Words that cannot stand inside a group's name.
+_NOT_MODIFIER = frozenset("a an and or of to in on at by for from with as into onto about "
+                          "i me my we us you he she it they them him is are was were".split())
+
+
+def _group_start(words: list[str], i: int, taken: set[int]) -> int | None:
+    """Where the group named by the plural noun at ``words[i]`` starts: at its
+    determiner ("the riders") or the nouns and adjectives between ("the harbour
+    council"), or None when nothing marks it as a group ("I hire riders")."""
+    for start in (i - 1, i - 2, i - 3):
+        if start < 0 or start in taken:
+            return None
+        if words[start] in _GROUP_DETERMINERS:
+            return start + 1
+        if words[start] in _NOT_MODIFIER or _lemma(words[start]) in _VERBS:
+            return None
+    return None
 
 
 def _statements(text: str) -> str:
@@ -462,8 +676,29 @@ def _statements(text: str) -> str:
 
 
 def _clauses(text: str) -> list[str]:
-    parts = [p for p in _CLAUSE.split(text) if p and p.strip()]
+    pieces = _CLAUSE.split(text)
+    parts: list[str] = []
+    for i in range(0, len(pieces), 2):
+        part = pieces[i]
+        if not part or not part.strip():
+            continue
+        joiner = pieces[i - 1].strip().lower() if i else ""
+        if joiner == "and" and parts and not _starts_with_verb(part):
+            parts[-1] += " and " + part  # "Odile and the guild", "bread and dried fish"
+        else:
+            parts.append(part)
     return [_SUBORDINATE.sub("", " " + p).strip() for p in parts]
+
+
+def _starts_with_verb(part: str) -> bool:
+    words = _words(part)
+    head = _head(words)
+    if head is None:
+        return False
+    if words[head] in _SUBJECTS or words[head] == "i":
+        return True
+    lemma = _lemma(words[head])
+    return lemma in _VERBS or lemma in _PHRASES or lemma in _NOT_DEEDS or lemma in _OTHER_VERBS
 
 
 def _event_at(words: list[str], i: int) -> tuple[str | None, int]:
@@ -478,7 +713,7 @@ def _event_at(words: list[str], i: int) -> tuple[str | None, int]:
         n = len(particles)
         # A phrase's particles follow the verb at once ("turn down") or after its
         # object ("turn him in", "call her a liar"): look a few words on.
-        for gap in range(0, 4):
+        for gap in range(0, 4 if n > 1 else 6):
             at = i + 1 + gap
             if tuple(words[at:at + n]) == particles:
                 return event, i + 1
@@ -523,29 +758,61 @@ def read_deeds(text: str, entities: Sequence[Entity] = ()) -> list[Deed]:
             continue
         event, after = _event_at(words, head)
         if event is None and _lemma(words[head]) not in _NOT_DEEDS:
-            # An unknown verb ("I quietly go over and slap ..."): a deed verb later on,
-            # before whoever it is done to.
-            first = min((m.start for m in named), default=len(words))
-            for j in range(head + 1, first):
-                if _lemma(words[j]) in _NOT_DEEDS or tokens[j].capital:
+            # An unknown verb ("I quietly go over and slap ...", "I slip a forged letter
+            # into their ledger to frame them"): a deed verb later on.
+            for j in range(head + 1, len(words)):
+                if _lemma(words[j]) in _NOT_DEEDS or (
+                        tokens[j].capital and not any(m.start <= j < m.end for m in named)):
                     break
+                if any(m.start <= j < m.end for m in named):
+                    continue
                 event, after = _event_at(words, j)
                 if event is not None:
                     break
+            else:
+                # "I repaint a board for the Bellkeepers": work done for someone helps them.
+                helped = [m for m in named if _before(words, m) == "for"]
+                if helped:
+                    event, after = "helped", helped[0].start
+                elif named and _GIFT_NOUNS & set(words):  # "toss coins in their alms box"
+                    event, after = "gift", head + 1
+                elif named and named[0].start == head + 1 and _GOODS & set(words):
+                    event, after = "gift", head + 1  # "I slip Odile a few coins"
+        if event is None and named and _WITHOUT_LEAVE.search(clause):
+            event, after = "insulted", head + 1  # "I read Orla's letter without asking"
         if event is None:
             last = named[-1] if named else last
             continue
-        targets = [m for m in named if m.end > after - 1 and not _aside(words, m, event)]
+        # A place is a target only when the deed is done to it or to what it holds.
+        able = [m for m in named if not _aside(words, m, event)
+                and (m.holding is None or _done_to_holding(words, after, m, event))
+                and (not m.guess or _done_to_guess(words, after, m, event))]
+        # Someone surely named comes before a guess ("the Heartglass" may be a thing).
+        targets = sorted((m for m in able if m.end > after - 1), key=lambda m: m.guess)
+        if event == "threatened" and words[after:after + 1] == ["to"]:
+            # "threaten to tell the wardens about Meret": the threat is made to Meret
+            about = [m for m in named if m.start > after and _before(words, m) == "about"]
+            targets = about + [m for m in targets if m not in about]
+        if not targets and event in _SHIELDING | {"gift"}:
+            # "I stand guard so Orla can sleep": whom the deed is for
+            purpose = _PURPOSE.search(text)
+            targets = [m for m in mentions(purpose.group(1), entities)] if purpose else []
         if not targets:
             pronoun = next((w for w in words[after:after + 4] if w in _PRONOUNS), None)
-            if pronoun is not None and last is not None:
-                targets = [last]
-            elif named:
-                targets = named[-1:]
+            earlier = [m for m in named if m.end <= after - 1]
+            if pronoun is not None and (earlier or last is not None):
+                targets = earlier[-1:] or [last]
+            elif able:
+                targets = able[-1:]
+        if event == "betrayed" and _lemma(words[after - 1]) == "hand" and targets and \
+                targets[0].start not in (after, after + 1):
+            event = "gift"  # "hand the purse over to Odile" gives; "hand Wick over" betrays
         # A second target only when the deed is done to both ("Odile and the guild") or
         # made to it ("to the riders"); "in front of his wardens" names a witness.
+        # "between Orla and the riders": the one stood against is not defended.
         targets = targets[:1] + [m for m in targets[1:2]
-                                 if _before(words, m) in ("and", "to", "both")]
+                                 if _before(words, m) in ("and", "to", "both")
+                                 and _before(words, targets[0]) != "between"]
         for rank, mention in enumerate(targets):
             # "I betray Orla to the riders": whom a betrayal is made to gains by it.
             done = ("favoured" if rank and event in _TO_GAINS and _before(words, mention) == "to"
@@ -567,7 +834,59 @@ def _aside(words: list[str], mention: Mention, event: str) -> bool:
     """A name the deed is not done to: what a lie or a gift is "about", and whom
     someone is saved or defended "from"."""
     before = _before(words, mention)
-    return before == "about" or (event in _SHIELDING and before in ("from", "against"))
+    return (before == "about" and event not in _SPOKEN_AGAINST) or (
+        event in _SHIELDING and before in ("from", "against")
+        and not (mention.owner and event == "helped")) or (  # "scrub the salt from their boards"
+        before == "for" and event in _HARMS)  # "cut bread for Wick" is not done to him
+
+
+_PURPOSE = re.compile(r"\bso (?:that )?(.{1,60}?) (?:can|could|may|might|will|would|is|are)\b",
+                      re.I)
+_GOODS = frozenset("coin coins money silver gold crowns crown pennies copper coppers food bread "
+                   "meal drink ale wine gift present flowers purse".split())
+_WITHOUT_LEAVE = re.compile(r"\bwithout (?:asking|permission|(?:his|her|their) (?:leave|"
+                            r"permission|knowing|consent))", re.I)
+_GIFT_NOUNS = frozenset("alms donation donations offering offerings tithe collection "
+                        "poor-box".split())
+_HARMS = frozenset(name for name, e in EVENTS.items() if e.perception < 0)
+
+
+# Deeds done to whom they speak "about": "spread rumours about the guild".
+_SPOKEN_AGAINST = frozenset({"denounced", "insulted", "complimented", "defended"})
+# Deeds that touch a place or thing, and so whoever holds it.
+_TO_THINGS = frozenset({"stole", "attacked", "gift", "helped", "defended", "saved"})
+_IN_PLACE = frozenset("in at inside near within beside by under behind outside".split())
+
+
+# Verbs whose object is whom they are done to: one robs a person, but steals a thing.
+_VICTIM_VERBS = frozenset("rob mug pickpocket extort burgle swindle cheat con fleece "
+                          "blackmail bully attack assault ambush kidnap".split())
+_PHYSICAL = frozenset({"stole", "attacked", "gift", "helped"})
+
+
+def _done_to_guess(words: list[str], after: int, mention: Mention, event: str) -> bool:
+    """A maybe-group ("the Silver Hand", "the fishmongers") is a deed's target when the
+    deed is said or done to people ("slander ...", "extort money from ..."), not when
+    it is done to what may be a thing ("smash the Heartglass")."""
+    if event not in _PHYSICAL:
+        return True
+    return _before(words, mention) in ("from", "to", "for", "at", "on", "against") or \
+        _lemma(words[after - 1]) in _VICTIM_VERBS
+
+
+def _done_to_holding(words: list[str], after: int, mention: Mention, event: str) -> bool:
+    """A faction's place or thing is the deed's target when the deed touches things
+    and is done to it ("burn the bell chapel"), takes from it ("steal from the
+    chapel"), or is done to what its text says is in it ("deface the Roll ... in the
+    bell chapel"); fighting a stranger in the chapel is not done to its keepers."""
+    if event not in _TO_THINGS or mention.holding is None:
+        return False
+    before = _before(words, mention)
+    if before not in _IN_PLACE:
+        return True
+    thing = [w for w in words[after:mention.start - 1] if w not in _STOP]
+    return bool(thing) and any(w in mention.holding.words or w.rstrip("s") in mention.holding.words
+                               for w in thing)
 
 
 
@@ -613,15 +932,29 @@ def about_standing(text: str) -> bool:
     feeling = [w for i, w in enumerate(words) if w in _ATTITUDE and not (
         w in ("like", "likes") and i and words[i - 1] in ("look", "looks", "sound", "sounds",
                                                           "seem", "seems", "feel", "feels"))]
-    return bool(feeling) and (
-        any(w in _ME for w in words) or "reputation" in words or "standing" in words)
+    me = any(w in _ME for w in words)
+    return (bool(feeling) and (me or "reputation" in words or "standing" in words)) or (
+        me and bool(_STANDING_IDIOMS.search(text)))
+
+
+# Ways of asking where one stands without a word of feeling.
+_STANDING_IDIOMS = re.compile(
+    r"\b(?:make of|out to get|out for|good books|bad books|good graces|in for (?:me|us)|"
+    r"on (?:my|our) side|count on|rely on|think of|side with|stand with|where (?:do|does) "
+    r"(?:i|we) stand|against (?:me|us)|toward (?:me|us)|towards (?:me|us)|warm(?:ed)? to|"
+    r"cold to|hold (?:it )?against|still mad|still sore)\b", re.I)
+# Asking without a question mark: "check my reputation with the wardens".
+_ASK_VERBS = frozenset("check show tell see look review consult".split())
 
 
 def asks_standing(text: str) -> bool:
-    """A question about where the player stands."""
+    """A question about where the player stands, or a request to see it."""
     words = _words(text)
     question = text.rstrip().endswith("?") or (bool(words) and words[0] in _QUESTION_START)
-    return question and about_standing(text)
+    request = bool(words) and words[0] in _ASK_VERBS and (
+        "reputation" in words or "standing" in words or "opinion" in words)
+    return (question or request) and (about_standing(text) or (
+        "i" in words and bool(_STANDING_IDIOMS.search(text))))  # "am I in her good books?"
 
 
 def idle(text: str) -> bool:

@@ -24,6 +24,7 @@ costs the turn its story.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -114,7 +115,8 @@ def decide(request: PlanRequest, routing: Routing, deeds: list[Deed], refs: set[
     adds (a deed done to someone, a question naming whom it asks about) or takes away
     (the router's guess on an input that only looks, moves or asks about something else)."""
     chosen = [s for s in routing.chosen
-              if s not in UPDATE or not idle(request.player_input)]
+              if (s not in UPDATE or not idle(request.player_input))
+              and not (s == MEMORY and deeds and not _MEMORY_WORDS.search(request.player_input))]
     wanted = [d.skill for d in deeds]
     if asks_standing(request.player_input):
         wanted += [SKILL_OF[m.entity.kind]
@@ -122,6 +124,12 @@ def decide(request: PlanRequest, routing: Routing, deeds: list[Deed], refs: set[
                    if QUERY[SKILL_OF[m.entity.kind]] in refs]
     return [*chosen, *(s for s in dict.fromkeys(wanted) if s not in chosen)]
 
+
+MEMORY = "memory"
+# A deed's words ("rumours", "a story about where the salvage went") sound like memory's
+# phrases; a deed turn recalls or stores only when the player says so.
+_MEMORY_WORDS = re.compile(r"\b(?:remember|recall|memor|note|notes|noted|store|forget|forgot|"
+                           r"remind|journal|write (?:it|this|that) down)", re.I)
 
 UPDATE = {PERCEPTION: "npc-perception/update-perception",
           REPUTATION: "reputation/update-reputation"}
