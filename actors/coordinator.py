@@ -181,6 +181,9 @@ class CoordinatorActor:
         self.generation_budget_s = generation_budget_s
         self.turns: dict[str, _Turn] = {}
         self.active: dict[str, str] = {}  # session id -> turn id in flight
+        # Sessions ended while their turn was in flight: their executor is released
+        # when that turn is over (it may still start a plan).
+        self.ending: set[str] = set()
         self.turns_done = 0
         self.campaigns = CampaignLibrary(Path(data_dir or os.path.dirname(analytics_path)))
 
@@ -321,6 +324,30 @@ class CoordinatorActor:
             log.warning("session %s: campaign entities unavailable", session.id, exc_info=True)
             return ()
 
+    async def end_session(self, session_id: str, owner: str | None) -> SessionRecord:
+        """End the session (no turn can start after this) and release its skill
+        executor in the supervisor: now, or when its turn in flight is over."""
+        record: SessionRecord = await self.store.end_session.remote(session_id, owner)
+        if session_id in self.active:
+            self.ending.add(session_id)
+        else:
+            self._release(session_id)
+        return record
+
+    def _release(self, session_id: str) -> None:
+        """Drop the session's executor in the supervisor, without waiting for it; a
+        failure costs only that executor's memory, never the session's end."""
+        try:
+            self.supervisor.reset_session.remote(session_id)
+        except Exception:  # noqa: BLE001
+            log.warning("session %s: skill executor not released", session_id, exc_info=True)
+
+    def _release_if_ended(self, session_id: str) -> None:
+        """The session's turn is over: release its executor if it ended meanwhile."""
+        if session_id in self.ending:
+            self.ending.discard(session_id)
+            self._release(session_id)
+
     async def start_turn(self, session_id: str, owner: str | None, text: str | None,
                          choice: int | None, plan_json: str | None = None,
                          execute_only: bool = False) -> str:
@@ -345,6 +372,7 @@ class CoordinatorActor:
         except BaseException:
             self.active.pop(session_id, None)
             del self.turns[turn.id]
+            self._release_if_ended(session_id)
             raise
         state = session.session_state()
         campaign = await self._campaign(session.campaign)
@@ -458,6 +486,7 @@ class CoordinatorActor:
             turn.changed.set()
             self.active.pop(scene.session_id, None)
             self.turns_done += 1
+            self._release_if_ended(scene.session_id)
 
     async def cancel_turn(self, session_id: str, owner: str | None) -> tuple[bool, str]:
         """Cancel the session's turn in flight (§9.5): its skills are killed and nothing

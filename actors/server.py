@@ -298,8 +298,9 @@ class NarratoriaService(rpc.NarratoriaServicer):
     async def EndSession(self, request: pb.SessionRef,
                          context: grpc.aio.ServicerContext) -> pb.Session:
         await self._need_id(request, context)
-        record = await _call(context, self.store.end_session.remote(request.session_id,
-                                                                    self._owner(context)))
+        # Through the coordinator: it releases the session's skill executor too.
+        record = await _call(context, self.coordinator.end_session.remote(request.session_id,
+                                                                          self._owner(context)))
         return session_pb(record)
 
     async def GetState(self, request: pb.SessionRef,

@@ -88,7 +88,7 @@ class SkillSupervisorActor:
 
     def status(self) -> dict[str, Any]:
         return {**self.slots.snapshot(), "pid": os.getpid(), "zygotePid": self.zygote.pid,
-                "plansRunning": self.plans_running,
+                "plansRunning": self.plans_running, "executors": len(self.executors),
                 "sandbox": bool(self.config.limits.sandbox) and sandbox.available() > 0,
                 "containment": self.containment.describe()}
 
@@ -179,6 +179,8 @@ class SkillSupervisorActor:
         return len(tasks)
 
     def reset_session(self, session_id: str) -> None:
+        """Forget an ended session's executor (its skill health): the coordinator calls
+        this when the session ends, so executors do not pile up for the daemon's life."""
         self.executors.pop(session_id, None)
 
 

@@ -340,20 +340,9 @@ class Gateway:
         return self.cache.visible[session_id]
 
     async def session_view(self, session_id: str) -> dict[str, Any]:
-        if self.has("get_session_view"):
-            view = _dict(await self.call("get_session_view", session_id))
-            self.cache.visible[session_id] = visible_stat_paths(view.get("stats"))
-            return view
-        # An older daemon: the state without any stats (only the daemon knows which are
-        # hidden), the session's choices and narration.
-        session = _dict(await self.call("resume_session", session_id))
-        state = _dict(await self.call("get_state", session_id)).get("state") or {}
-        state = strip_hidden(state, None)
-        return {"session_id": session_id, "campaign": session.get("campaign", ""),
-                "free_text": True, "state": state, "stats": [],  # on unless a campaign says
-                "icons": {}, "inventory": [], "npcs": [], "choices": session.get("choices", []),
-                "last_narration": session.get("last_narration", ""),
-                "turns": session.get("turns", 0), "partial": True}
+        view = _dict(await self.call("get_session_view", session_id))
+        self.cache.visible[session_id] = visible_stat_paths(view.get("stats"))
+        return view
 
 
 def _json_body(request_body: bytes) -> dict[str, Any]:

@@ -426,11 +426,6 @@ def to_grammar(schema: dict[str, Any]) -> LlamaGrammar:
     return grammar
 
 
-def grammar_cache_info() -> dict[str, int]:
-    with _grammar_lock:
-        return {"entries": len(_grammar_cache), "capacity": _GRAMMAR_CACHE_SIZE}
-
-
 # --- decoding -------------------------------------------------------------------
 
 
