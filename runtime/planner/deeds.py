@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -458,6 +458,7 @@ _GROUP_WORDS = frozenset("guild guilds watch council temple order church company
 _NOT_PERSON_BEFORE = frozenset("the a an on in at into near across inside outside through "
                                "toward towards within".split())
 _PRONOUNS = {"him": "npc", "her": "npc", "them": "any"}
+_POSSESSIVES = frozenset({"his", "their"})
 _SUBJECTS = frozenset("he she they it his her their".split())
 
 
@@ -629,7 +630,7 @@ def mentions(text: str, entities: Sequence[Entity] = ()) -> list[Mention]:
 # plural ("the quay fishermen") is the people themselves.
 _COLLECTIVES = frozenset("council guild watch clan tribe crew parish brotherhood sisterhood cult "
                          "militia army gang syndicate legion union family household house "
-                         "garrison patrol crowd clergy temple church monastery abbey shrine "
+                         "garrison patrol crowd clergy temple church monastery abbey "
                          "convent priory cathedral village town city".split())
 # Plurals that name people by what they do or where they are from: "the fishmongers",
 # "the slavers", "the zealots"... unless the word is a common thing.
@@ -676,6 +677,11 @@ def _statements(text: str) -> str:
 
 
 def _clauses(text: str) -> list[str]:
+    return [clause for clause, _ in _clause_pairs(text)]
+
+
+def _clause_pairs(text: str) -> list[tuple[str, str]]:
+    """The clauses of ``text``, each without and with its subordinate part."""
     pieces = _CLAUSE.split(text)
     parts: list[str] = []
     for i in range(0, len(pieces), 2):
@@ -687,7 +693,7 @@ def _clauses(text: str) -> list[str]:
             parts[-1] += " and " + part  # "Odile and the guild", "bread and dried fish"
         else:
             parts.append(part)
-    return [_SUBORDINATE.sub("", " " + p).strip() for p in parts]
+    return [(_SUBORDINATE.sub("", " " + p).strip(), p.strip()) for p in parts]
 
 
 def _starts_with_verb(part: str) -> bool:
@@ -734,7 +740,8 @@ def _head(words: list[str]) -> int | None:
     return i
 
 
-def read_deeds(text: str, entities: Sequence[Entity] = ()) -> list[Deed]:
+def read_deeds(text: str, entities: Sequence[Entity] = (),
+               sense: Callable[[str], str | None] | None = None) -> list[Deed]:
     """The deeds of ``text``: per clause, the player's verb and whom it is done to.
 
     A clause whose verb looks, moves or asks holds no deed; nor does one whose subject
@@ -744,17 +751,26 @@ def read_deeds(text: str, entities: Sequence[Entity] = ()) -> list[Deed]:
     """
     deeds: dict[tuple[str, str], Deed] = {}
     last: Mention | None = None
-    for number, clause in enumerate(_clauses(_statements(text))):
+    for number, (clause, whole) in enumerate(_clause_pairs(_statements(text))):
         tokens = _tokens(clause)
         words = [t.word for t in tokens]
         named = mentions(clause, entities)
+        # "When Corran turns his back, I empty his purse": whom a later "his" means
+        # may be named only in a clause's "when ..." part.
+        aside_named = mentions(whole, entities) if whole != clause else named
         head = _head(words)
         starts_with_other = bool(tokens) and (
             words[0] in _SUBJECTS or any(m.start == 0 for m in named)
             or (number == 0 and words[0] not in _LEAD and words[0] != "i" and tokens[0].capital
                 and _lemma(words[0]) not in _VERBS))
+        if starts_with_other and "i" in words[1:] and not any(m.start == 0 for m in named):
+            # "In the middle of the quay I denounce ...": a setting, then the player acts
+            at = words.index("i", 1)
+            rest = _head(words[at:])
+            if rest is not None and at + rest < len(words):
+                head, starts_with_other = at + rest, False
         if head is None or starts_with_other:
-            last = named[-1] if named else last
+            last = aside_named[-1] if aside_named else last
             continue
         event, after = _event_at(words, head)
         if event is None and _lemma(words[head]) not in _NOT_DEEDS:
@@ -780,8 +796,16 @@ def read_deeds(text: str, entities: Sequence[Entity] = ()) -> list[Deed]:
                     event, after = "gift", head + 1  # "I slip Odile a few coins"
         if event is None and named and _WITHOUT_LEAVE.search(clause):
             event, after = "insulted", head + 1  # "I read Orla's letter without asking"
+        if event is None and sense is not None and _lemma(words[head]) not in _ONLY_LOOKING:
+            # No verb list knows the act: its sense, with whom it is done to as "them".
+            target = next((m for m in named if m.end > head and m.holding is None), None)
+            pronoun = next((i for i in range(head + 1, len(words)) if words[i] in _PRONOUNS
+                            or words[i] in _POSSESSIVES), None)
+            if target is not None or (pronoun is not None and last is not None):
+                event = sense(_as_them(words, target, pronoun))
+                after = head + 1
         if event is None:
-            last = named[-1] if named else last
+            last = aside_named[-1] if aside_named else last
             continue
         # A place is a target only when the deed is done to it or to what it holds.
         able = [m for m in named if not _aside(words, m, event)
@@ -798,7 +822,8 @@ def read_deeds(text: str, entities: Sequence[Entity] = ()) -> list[Deed]:
             purpose = _PURPOSE.search(text)
             targets = [m for m in mentions(purpose.group(1), entities)] if purpose else []
         if not targets:
-            pronoun = next((w for w in words[after:after + 4] if w in _PRONOUNS), None)
+            pronoun = next((w for w in words[after:after + 4]
+                            if w in _PRONOUNS or w in _POSSESSIVES), None)
             earlier = [m for m in named if m.end <= after - 1]
             if pronoun is not None and (earlier or last is not None):
                 targets = earlier[-1:] or [last]
@@ -848,6 +873,27 @@ _WITHOUT_LEAVE = re.compile(r"\bwithout (?:asking|permission|(?:his|her|their) (
                             r"permission|knowing|consent))", re.I)
 _GIFT_NOUNS = frozenset("alms donation donations offering offerings tithe collection "
                         "poor-box".split())
+# Verbs that only look, move or ask: no sense is read into them.
+_ONLY_LOOKING = (_NOT_DEEDS - {"tell", "show", "explain", "describe", "open", "close", "light"}) | {
+    "pray", "kneel", "worship", "rest", "sleep", "eat", "drink", "sit", "stand", "negotiate",
+    "bargain", "haggle", "talk", "speak", "chat", "meet", "visit", "join", "travel", "ride",
+    "sail", "row", "run", "hurry", "sneak", "hide", "wander", "stroll", "return"}
+
+
+def _as_them(words: list[str], target: Mention | None, pronoun: int | None) -> str:
+    """The clause with whom it is done to as "them" ("their" for an owner)."""
+    if target is not None:
+        them = "their" if target.owner else "them"
+        words = [*words[:target.start], them, *words[target.end:]]
+        if target.start > 0 and words[target.start - 1] in ("the", "a", "an"):
+            del words[target.start - 1]
+    elif pronoun is not None:
+        words = [*words[:pronoun], "their" if words[pronoun] in _POSSESSIVES or
+                 words[pronoun] == "her" and pronoun + 1 < len(words) else "them",
+                 *words[pronoun + 1:]]
+    return " ".join(words)
+
+
 _HARMS = frozenset(name for name, e in EVENTS.items() if e.perception < 0)
 
 

@@ -35,6 +35,7 @@ from ..plan import Plan, PlanMetadata, new_plan_id
 from ..skills.registry import SkillRegistry
 from ..plan import ToolInvocation
 from .base import PlanRequest, PlanShape
+from .deed_sense import DeedSense
 from .deeds import (PERCEPTION, REPUTATION, SKILL_OF, Deed, asks_standing, idle, mentions,
                     perception_input, read_deeds, reputation_input)
 from .grammar import explicit_values
@@ -55,6 +56,8 @@ class RoutedPlanner:
         self.trust_model = (model.model_path.stat().st_size >= TRUST_MODEL_BYTES
                             if trust_model is None else trust_model)
         self.last_routing: Routing | None = None
+        # The router's embedder reads the deeds no verb list knows.
+        self.sense = DeedSense(router.embedder)
 
     async def generate(self, request: PlanRequest) -> Plan:
         offered = request.offered()
@@ -63,7 +66,8 @@ class RoutedPlanner:
         routing = await asyncio.to_thread(self.router.route, request.player_input, offered)
         self.last_routing = routing
         refs = {s.ref for s in offered}
-        deeds = [d for d in read_deeds(request.player_input, request.entities)
+        deeds = [d for d in await asyncio.to_thread(read_deeds, request.player_input,
+                                                    request.entities, self.sense.event)
                  if UPDATE[d.skill] in refs]
         chosen = decide(request, routing, deeds, refs)
         if self.trust_model:
