@@ -55,7 +55,6 @@ VARIED_INPUTS = [
     ("I roll 2d6 to pick the lock", frozenset()),
     ("What do I remember about the old mill?", frozenset()),
     ("I ask the barkeep about the missing girl", NO_HOSTILE),
-    ("I try to sneak past the guards", NO_HOSTILE),
     ("Attack the goblin with my sword!", NO_DICE),
     ("Roll 4d6kh3 for strength", NO_DICE),
 ]
