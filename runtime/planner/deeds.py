@@ -28,6 +28,7 @@ Invariants:
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -205,8 +206,6 @@ def campaign_entities(root: Path | str) -> tuple[Entity, ...]:
 def _things(root: Path, places: Sequence[tuple[str, Mapping[str, Any], str]]) -> list[Entity]:
     """The campaign's places and items by name: "the Heartglass" or "the Tide Lantern"
     is a thing, never a group a deed could be done to."""
-    import json
-
     names = {place_id: str(fm.get("name") or place_id.replace("_", " "))
              for place_id, fm, _ in places}
     for path in sorted((root / "items").glob("*.json")) if (root / "items").is_dir() else ():
