@@ -23,7 +23,6 @@ __all__ = [
 # The narrative state engine (phantom-state-engine.md): bounded character knowledge
 # with branching takes, on DuckDB.
 from .chunking import GRANULARITIES, Chunk, chunk_text
-from .engine import NarrativeStateEngine
 from .models import (
     CharacterState,
     CorpusChunk,
@@ -59,3 +58,13 @@ __all__ += [
     "UnknownTakeError",
     "chunk_text",
 ]
+
+
+def __getattr__(name: str):
+    # The engine needs DuckDB and numpy (~0.2 s to import); code that only reads and
+    # patches a session's state, skills and the CLI's start-up among it, never pays.
+    if name == "NarrativeStateEngine":
+        from .engine import NarrativeStateEngine
+
+        return NarrativeStateEngine
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
