@@ -412,3 +412,15 @@ def test_a_deed_no_verb_list_knows_is_read_by_its_sense(sense, text, expected):
 ])
 def test_the_sense_reads_no_deed_into_company_and_questions(sense, text):
     assert read_deeds(text, LONG_EBB, sense) == []
+
+
+def test_an_oversized_item_file_is_not_read(tmp_path):
+    """A campaign's item file past the text-file cap is skipped (validation names it),
+    never read whole into the planner's memory."""
+    items = tmp_path / "items"
+    items.mkdir()
+    (items / "tool.lantern.json").write_text('{"id": "lantern", "label": "Tide Lantern"}')
+    big = '{"id": "huge", "label": "Huge Thing", "pad": "' + "x" * (1 << 20) + '"}'
+    (items / "tool.huge.json").write_text(big)
+    things = {e.id for e in campaign_entities(tmp_path) if e.kind == "thing"}
+    assert "lantern" in things and "huge" not in things

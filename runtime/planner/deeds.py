@@ -206,10 +206,14 @@ def campaign_entities(root: Path | str) -> tuple[Entity, ...]:
 def _things(root: Path, places: Sequence[tuple[str, Mapping[str, Any], str]]) -> list[Entity]:
     """The campaign's places and items by name: "the Heartglass" or "the Tide Lantern"
     is a thing, never a group a deed could be done to."""
+    from ..campaign.discovery import MAX_TEXT_FILE_BYTES
+
     names = {place_id: str(fm.get("name") or place_id.replace("_", " "))
              for place_id, fm, _ in places}
     for path in sorted((root / "items").glob("*.json")) if (root / "items").is_dir() else ():
         try:
+            if path.stat().st_size > MAX_TEXT_FILE_BYTES:
+                continue  # validation refuses it; reading it here would hold it in memory
             item = json.loads(path.read_text("utf-8"))
         except (OSError, ValueError):
             continue  # validation names a broken item file; here it is only not a thing

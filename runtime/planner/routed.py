@@ -132,8 +132,8 @@ def decide(request: PlanRequest, routing: Routing, deeds: list[Deed], refs: set[
 MEMORY = "memory"
 # A deed's words ("rumours", "a story about where the salvage went") sound like memory's
 # phrases; a deed turn recalls or stores only when the player says so.
-_MEMORY_WORDS = re.compile(r"\b(?:remember|recall|memor|note|notes|noted|store|forget|forgot|"
-                           r"remind|journal|write (?:it|this|that) down)", re.I)
+_MEMORY_WORDS = re.compile(r"\b(?:remember\w*|recall\w*|memor\w*|notes?|noted|store|forget\w*|"
+                           r"forgot|remind\w*|journal|write (?:it|this|that) down)\b", re.I)
 
 UPDATE = {PERCEPTION: "npc-perception/update-perception",
           REPUTATION: "reputation/update-reputation"}
