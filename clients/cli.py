@@ -1207,6 +1207,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .eval_narration import add_eval_narration_parser  # `eval narration`, its own module
 
     add_eval_narration_parser(eval_sub)
+    from .train_cli import add_train_parser  # `train`, its own module
+
+    add_train_parser(sub)
     return parser
 
 

@@ -273,27 +273,32 @@ def tuned_on() -> set[str]:
     return {" ".join(t.lower().split()) for t in texts}
 
 
+HELD_OUT_DEEDS = ("planner_deeds_heldout2.jsonl", "planner_deeds_heldout3.jsonl")
+
+
 def test_held_out_deeds_are_separate_from_everything_tuned_on():
-    """planner_deeds_heldout.jsonl (issue 20 item 7) was written with the development set,
-    before the deed reader or the router was changed for deeds, and is only measured: no
-    sentence of it is a development case, a route example or a narration example, and
-    none is in the older held-out set either (so neither split leaks into the other)."""
-    held_out = load_dataset(DATASET.with_name("planner_deeds_heldout.jsonl"), BUILTIN_NAMES)
-    dev = load_dataset(DATASET.with_name("planner_deeds_dev.jsonl"), BUILTIN_NAMES)
-    older = load_dataset(DATASET.with_name("planner_holdout.jsonl"), BUILTIN_NAMES)
-    held = {" ".join(c.input.lower().split()) for c in held_out}
-    assert len(held) == len(held_out) >= 80
-    assert not held & tuned_on()
-    assert not held & {" ".join(c.input.lower().split()) for c in older}
-    assert not {" ".join(c.input.lower().split()) for c in dev} & {
-        " ".join(c.input.lower().split()) for c in older}
-    for cases in (held_out, dev):
-        # Deeds to NPCs and to factions, in both built-in campaigns, with their inputs
-        # checked; and turns that must not touch standing at all.
+    """The deed held-out sets (issue 20 item 7) were written by helpers who never saw the
+    code or the other sets, and are only measured: no sentence of them is in a set the
+    deed sense is fitted on (every ``planner_deeds_*`` set but these), a development
+    case, a route example or a narration example, and neither leaks into the other."""
+    from narratoria.runtime.planner.deed_sense import SenseModel
+
+    trained = SenseModel.load().datasets
+    assert not set(trained) & {f"tests/data/{name}" for name in HELD_OUT_DEEDS}
+    fitted = {" ".join(c.input.lower().split()) for name in trained
+              for c in load_dataset(REPO / name, BUILTIN_NAMES)}
+    seen: set[str] = set()
+    for name in HELD_OUT_DEEDS:
+        cases = load_dataset(DATASET.with_name(name), BUILTIN_NAMES)
+        held = {" ".join(c.input.lower().split()) for c in cases}
+        assert len(held) == len(cases) >= 80
+        assert not held & (tuned_on() | fitted | seen)
+        seen |= held
+        # Deeds to NPCs and to factions, in both built-in campaigns and in none, with
+        # their inputs checked; and turns that must not touch standing at all.
         for skill in ("npc-perception", "reputation"):
-            assert sum(skill in c.expected_skills for c in cases) >= 20
-            assert {c.campaign for c in cases if skill in c.expected_skills} >= {
-                "long_ebb", "ninth_milestone"}
+            assert sum(skill in c.expected_skills for c in cases) >= 25
+        assert {c.campaign for c in cases} >= {"long_ebb", "ninth_milestone", ""}
         assert sum(bool(c.effects) for c in cases) >= len(cases) / 2
         idle = [c for c in cases if {"npc-perception", "reputation"} <= set(c.forbidden_skills)]
         assert len(idle) >= 20

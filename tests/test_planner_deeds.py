@@ -105,7 +105,7 @@ def test_a_campaigns_cast_and_factions_are_its_entities():
     # Places and items are things: named, and never someone a deed is done to.
     assert {"tide_lantern", "bell_chapel"} <= {e.id for e in LONG_EBB if e.kind == "thing"}
     bellkeepers = by_id["bellkeepers"]
-    assert (("bell", "chapel"),) in [h.aliases for h in bellkeepers.holdings]
+    assert (("bell", "chapel"), ("chapel",)) in [h.aliases for h in bellkeepers.holdings]
 
 
 def test_a_shared_word_names_no_one_alone():
@@ -379,39 +379,6 @@ def test_looking_and_moving_change_no_one(routed, every):
                  "I look at the Bellkeepers' chapel from the quay"):
         plan = plan_for(routed, every, text, LONG_EBB)
         assert not calls(plan, "npc-perception") and not calls(plan, "reputation"), text
-
-
-# --- deeds no verb list knows: read by their sense (the real MiniLM) ---------------------------
-
-
-@pytest.fixture(scope="module")
-def sense():
-    from narratoria.runtime.embedding import shared_local
-    from narratoria.runtime.planner.deed_sense import DeedSense
-
-    return DeedSense(shared_local()).event
-
-
-@pytest.mark.parametrize("text, expected", [
-    ("Late that night I slip into the Lampwrights' storehouse and carry off two crates of "
-     "saltglass", {("faction", "lampwrights_guild", "down")}),
-    ("When Corran turns his back, I empty his purse onto the table", {
-        ("npc", "corran_hale", "down")}),
-])
-def test_a_deed_no_verb_list_knows_is_read_by_its_sense(sense, text, expected):
-    assert changes(text, LONG_EBB) == set()  # the lists alone miss it
-    assert {(d.target.kind, d.target.id, "up" if d.delta > 0 else "down")
-            for d in read_deeds(text, LONG_EBB, sense)} == expected
-
-
-@pytest.mark.parametrize("text", [
-    "I walk with Tamsin up to the chapel",
-    "I ask Corran where the wardens patrol",
-    "I sit with Wick on the quay wall",
-    "I pray quietly at the shrine of the moon goddess",
-])
-def test_the_sense_reads_no_deed_into_company_and_questions(sense, text):
-    assert read_deeds(text, LONG_EBB, sense) == []
 
 
 def test_an_oversized_item_file_is_not_read(tmp_path):

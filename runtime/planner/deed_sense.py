@@ -1,164 +1,314 @@
-"""Deed sense: what a clause does to someone when no verb list knows its words.
+"""Deed sense: whether an input does someone good or harm, or asks where the player
+stands, when no verb list in :mod:`.deeds` reads it.
 
-:mod:`.deeds` reads a deed by its verb ("steal", "betray", "make fun of"). Players
-write "I carry off two crates of their saltglass", "I wrap my scarf around his neck"
-or "I make sure the whole quay hears she waters her oil": no list holds every way of
-doing a thing. A sentence embedding does: a clause whose target is already found (a
-named NPC or group, or "him"/"her"/"them" after one) is compared with short examples
-of each event, written with "them" in the target's place, and with examples of
-acts that change no one's opinion (talking, looking, walking beside, trading).
+Players write "I carry off two crates of their saltglass", "swipe Odile's coin purse
+while she's busy" or "make sure the whole quay hears she waters her oil": no list holds
+every way of doing a thing, and one more verb list fixes one more phrasing. This reads
+the whole input instead, with a trained classifier: a regression per side (kind deed,
+harmful deed, standing question) over the input's MiniLM embedding beside its words
+and word pairs, the router's features (:mod:`.router`). Who is named is masked first
+("Odile" and "Captain Reyes" read as one name, "the Lampwrights" and "the Iron
+Syndicate" as one group), so what the classifier learns is the act, not the cast. A
+compound input is read clause by clause as well; the highest probability per side counts.
 
-The nearest examples decide (the mean of the best :data:`TOP` similarities per
-event): an event when it beats every other event and the neutral acts by
-:data:`MARGIN` and reaches :data:`MIN_SIMILARITY`; else no deed. The examples are
-embedded once per backend and cached.
+The side whose probability is highest decides when it reaches :data:`DECIDE_AT`; the
+input's target is then whom it names (:meth:`DeedSense.read`). The deed's event (the
+skills' own table, :data:`.deeds.EVENTS`) is the nearest of :data:`EVENT_EXAMPLES` on the
+decided side: "swipe her purse" is ``stole``, "patch up his wounds" ``helped``.
 
-Invariants: no model of its own (the router's embedder is passed in); an event
-returned is one of :data:`.deeds.EVENTS`, so its deltas are the skills' own.
+The weights ship beside this module (:data:`MODEL_PATH`); ``narratoria train deeds``
+fits them again from labelled datasets (the eval's JSONL, :func:`examples_from_cases`)
+and records the datasets' digest, so a test can tell when they went stale.
+
+Invariants: no model of its own (the router's embedder is passed in, and the weights
+say which embedder they were fitted for); an event returned is one of :data:`.deeds.EVENTS`.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import re
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from ..embedding import EmbeddingBackend
+from .deeds import (EVENTS, PERCEPTION, REPUTATION, Deed, Entity, Mention, asks_standing,
+                    mentions, read_deeds)
+from .router import PENALTY_C, build_vocabulary, clauses, fit_logistic, lexical, sigmoid
 
-NEUTRAL = "none"
-TOP = 3
-MIN_SIMILARITY = 0.40
-MARGIN = 0.03
+KIND, HARMFUL, QUERY = "kind", "harmful", "query"
+SIDES = (KIND, HARMFUL, QUERY)
+DEED = "deed"
+_REGRESSIONS = (DEED, KIND, QUERY)
+NONE = "none"
+DECIDE_AT = 0.6
+VETO_BELOW = 0.1
+MODEL_PATH = Path(__file__).with_name("data") / "deed_sense.npz"
 
-# "them" stands for whoever the deed is done to.
-EXAMPLES: Mapping[str, Sequence[str]] = {
-    "gift": (
-        "I give them a present", "I hand them a few coins", "I present them with a gift",
-        "I leave a gift on their doorstep", "I pour them a drink on my coin",
-        "I slip some money into their hand", "I offer them my share of the food",
-        "I drop silver into their collection box", "I pay for their meal",
-    ),
-    "helped": (
-        "I help them with their work", "I fix their broken cart", "I carry their load for them",
-        "I wrap my cloak around them to keep them warm", "I tend their wounds",
-        "I clean their hall for them", "I show them the safe way through",
-        "I do their chores for them", "I teach them how to do it", "I hold the ladder for them",
-        "I help them up when they fall",
-    ),
-    "defended": (
-        "I defend them", "I step between them and the attacker", "I speak up for them",
-        "I take the blame for them", "I guard them through the night",
-        "I back them up in the argument", "I keep their secret from the guards",
-    ),
-    "saved": (
-        "I save their life", "I pull them out of the water", "I carry them out of the fire",
-        "I rescue them from their captors", "I cut them free before they drown",
-    ),
-    "complimented": (
-        "I praise them", "I compliment their work", "I tell them they did well",
-        "I admire their craft out loud", "I raise a toast to them",
-    ),
-    "apologised": (
-        "I apologise to them", "I am sorry for what I did to them", "I ask their forgiveness",
-        "I admit I wronged them and make amends",
-    ),
-    "kept-promise": (
-        "I keep my promise to them", "I pay them back what I owe", "I return what I borrowed from them",
-        "I come back as I swore to them",
-    ),
-    "stole": (
-        "I steal from them", "I take their money without asking", "I pocket their coins",
-        "I rob their storehouse", "I carry off their goods", "I empty their purse and keep it",
-        "I help myself to their supplies", "I sneak off with their property",
-        "I go through their bag and take the letter",
-    ),
-    "attacked": (
-        "I hit them", "I shove them into the mud", "I hurt them", "I smash their things",
-        "I wreck their workshop", "I sabotage their work", "I set their boat on fire",
-        "I spoil their supplies on purpose", "I ruin their property", "I knock them down",
-        "I damage what belongs to them",
-    ),
-    "insulted": (
-        "I insult them", "I mock them", "I call them names", "I sneer at them",
-        "I laugh in their face", "I tell them they are worthless", "I humiliate them in public",
-        "I turn my back on them rudely", "I spit at their feet",
-    ),
-    "lied": (
-        "I lie to them", "I deceive them", "I trick them", "I cheat them",
-        "I sell them something worthless as if it were good", "I give them false directions",
-        "I pretend to be someone I am not to fool them",
-    ),
-    "threatened": (
-        "I threaten them", "I intimidate them", "I draw my knife and warn them",
-        "I tell them they will regret it", "I blackmail them",
-    ),
-    "denounced": (
-        "I spread rumours about them", "I tell everyone they are cheats",
-        "I accuse them in front of the crowd", "I make sure everyone hears what they did",
-        "I report them to the authorities", "I turn the town against them",
-    ),
-    "betrayed": (
-        "I betray them", "I sell them out", "I hand them over to their enemies",
-        "I tell their enemies where they are hiding", "I break my oath to them",
-    ),
-    NEUTRAL: (
-        "I talk to them", "I look at them", "I walk beside them", "I ask them a question",
-        "I wait for them", "I follow them", "I greet them", "I thank them", "I listen to them",
-        "I buy something from them at the asking price", "I sit down next to them",
-        "I watch them work", "I ask them about the town", "I nod to them", "I look for them",
-        "I tell them what I saw", "I ask them where to go", "I think about them",
-        "I read their letter aloud to them", "I look around their hall",
-    ),
-}
+# The names a mask puts in the place of whom the input names.
+_PERSON, _GROUP = "Sam", "the Guild"
+
+
+@dataclass(frozen=True)
+class Example:
+    text: str
+    entities: tuple[Entity, ...]
+    side: str  # one of SIDES, or NONE
+
+
+@dataclass(frozen=True)
+class Reading:
+    side: str                     # one of SIDES, or NONE
+    probabilities: dict[str, float]
+    named: tuple[Mention, ...]    # whom the input names, in order
+
+    @property
+    def target(self) -> Mention | None:
+        """Whom a deed is done to: of those surely named (else of all), the first person,
+        else the first group. A group beside a person is most often whom the deed is
+        told to or done before ("I tip off the riders where Orla hides")."""
+        sure = [m for m in self.named if not m.guess] or list(self.named)
+        return next((m for m in sure if m.entity.kind == "npc"), sure[0] if sure else None)
+
+
+@dataclass(frozen=True)
+class SenseModel:
+    """Fitted weights: per side, [embedding, word features, intercept]."""
+
+    vocabulary: dict[str, int]
+    weights: dict[str, np.ndarray]
+    embedder: str
+    digest: str                   # of the examples it was fitted on
+    datasets: tuple[str, ...] = ()  # where they came from, as given to ``train deeds``
+
+    def save(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        words = np.array(sorted(self.vocabulary, key=self.vocabulary.__getitem__), dtype=str)
+        with path.open("wb") as out:
+            np.savez_compressed(out, vocabulary=words, embedder=np.array(self.embedder),
+                                digest=np.array(self.digest),
+                                datasets=np.array(list(self.datasets), dtype=str),
+                                **{f"w_{side}": w for side, w in self.weights.items()})
+
+    @classmethod
+    def load(cls, path: Path = MODEL_PATH) -> SenseModel:
+        with np.load(path, allow_pickle=False) as data:
+            words = [str(w) for w in data["vocabulary"]]
+            return cls({w: i for i, w in enumerate(words)},
+                       {name: data[f"w_{name}"] for name in _REGRESSIONS},
+                       str(data["embedder"]), str(data["digest"]),
+                       tuple(str(d) for d in data["datasets"]))
+
+    def probabilities(self, features: np.ndarray) -> dict[str, float]:
+        """Per side, its probability: a deed's and a question's are the highest over the
+        rows of ``features`` (the input and its clauses); a deed's direction is read
+        on the row most likely to hold it."""
+        rows = np.hstack([features, np.ones((len(features), 1))])
+        deed = sigmoid(rows @ self.weights[DEED])
+        at = int(np.argmax(deed))
+        kind = float(sigmoid(rows[at] @ self.weights[KIND]))
+        return {KIND: float(deed[at]) * kind, HARMFUL: float(deed[at]) * (1 - kind),
+                QUERY: float(np.max(sigmoid(rows @ self.weights[QUERY]))), DEED: float(deed[at])}
+
+
+def mask(text: str, entities: Sequence[Entity] = ()) -> tuple[str, list[Mention]]:
+    """``text`` with every person and group it names replaced by one stand-in name
+    (a place a group holds stays: "their chapel" is what the deed is done to), and
+    the mentions."""
+    text = text.replace("’", "'")
+    spans = [m.span() for m in _TOKEN.finditer(text)]
+    named = mentions(text, entities)
+    for mention in sorted(named, key=lambda m: -m.start):
+        if mention.holding is not None:
+            continue
+        start, end = spans[mention.start][0], spans[mention.end - 1][1]
+        stand_in = _PERSON if mention.entity.kind == "npc" else _GROUP
+        if stand_in == _GROUP and re.search(r"\bthe\s+$", text[:start], re.I):
+            stand_in = _GROUP[len("the "):]  # "the Tithe Wardens" names its own "the"
+        owned = "'s" if text[start:end].endswith(("'s", "'")) else ""
+        text = text[:start] + stand_in + owned + text[end:]
+    return text, named
+
+
+_TOKEN = re.compile(r"[A-Za-z][A-Za-z'’-]*")  # as :mod:`.deeds` tokenises
+
+
+def features(embedder: EmbeddingBackend, texts: Sequence[str],
+             vocabulary: Mapping[str, int]) -> np.ndarray:
+    vectors = np.asarray(embedder.embed_batch(list(texts)), dtype=np.float64)
+    return np.stack([np.concatenate([v, lexical(t, dict(vocabulary))])
+                     for v, t in zip(vectors, texts)])
+
+
+def fit(examples: Sequence[Example], embedder: EmbeddingBackend, *,
+        c: float = PENALTY_C, datasets: Sequence[str] = ()) -> SenseModel:
+    """Three class-balanced regressions on the masked examples: a deed or not, a
+    standing question or not, and (on the deeds alone) kind or harmful. Whether a deed
+    is done is one question; splitting it between two sides left acts that read
+    half-kind, half-harmful under either."""
+    texts = [mask(e.text, e.entities)[0] for e in examples]
+    vocabulary = build_vocabulary(texts)
+    x = features(embedder, texts, vocabulary)
+    sides = np.array([e.side for e in examples])
+    done = np.isin(sides, (KIND, HARMFUL))
+    weights = {DEED: fit_logistic(x, done.astype(float), c=c),
+               QUERY: fit_logistic(x, (sides == QUERY).astype(float), c=c),
+               KIND: fit_logistic(x[done], (sides[done] == KIND).astype(float), c=c)}
+    return SenseModel(vocabulary, weights, embedder_name(embedder), digest(examples),
+                      tuple(datasets))
+
+
+def digest(examples: Iterable[Example]) -> str:
+    lines = sorted(json.dumps([e.text, e.side, sorted(x.id for x in e.entities)])
+                   for e in examples)
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]
+
+
+def embedder_name(embedder: EmbeddingBackend) -> str:
+    """The embedding model's name: weights fitted on one model's vectors mean nothing
+    on another's."""
+    return str(getattr(embedder, "model", None) or type(embedder).__name__)
+
+
+def side_of_case(expected_skills: Sequence[str], effects: Sequence[tuple[str, str]]) -> str:
+    """An eval case's side: its first expected deed effect's direction (``effects``:
+    (skill, change) pairs), or NONE."""
+    wanted = [change for skill, change in effects
+              if skill in (PERCEPTION, REPUTATION) and skill in expected_skills]
+    return {"up": KIND, "down": HARMFUL, "query": QUERY}[wanted[0]] if wanted else NONE
 
 
 class DeedSense:
-    """The event a clause does to "them", by its nearest examples, or None."""
+    """Reads an input's side with fitted weights (the shipped ones by default)."""
 
-    def __init__(self, embedder: EmbeddingBackend,
-                 examples: Mapping[str, Sequence[str]] = EXAMPLES, *,
-                 min_similarity: float = MIN_SIMILARITY, margin: float = MARGIN) -> None:
+    def __init__(self, embedder: EmbeddingBackend, model: SenseModel | None = None, *,
+                 decide_at: float = DECIDE_AT, veto_below: float = VETO_BELOW) -> None:
         self.embedder = embedder
-        self.examples = examples
-        self.min_similarity = min_similarity
-        self.margin = margin
-        self._labels: list[str] = []
-        self._vectors: np.ndarray | None = None
+        self.decide_at = decide_at
+        self.veto_below = veto_below
+        self._model = model
+        self._events: tuple[list[str], np.ndarray] | None = None
         self._lock = threading.Lock()
 
-    def _table(self) -> tuple[list[str], np.ndarray]:
+    @property
+    def model(self) -> SenseModel:
         with self._lock:
-            if self._vectors is None:
-                texts = [t for texts in self.examples.values() for t in texts]
-                self._labels = [label for label, texts in self.examples.items() for _ in texts]
-                self._vectors = np.asarray(self.embedder.embed_batch(texts), dtype=np.float32)
-            return self._labels, self._vectors
+            if self._model is None:
+                self._model = SenseModel.load()
+            return self._model
 
-    def scores(self, clause: str) -> dict[str, float]:
-        """Per event (and :data:`NEUTRAL`), the mean of its best :data:`TOP` similarities."""
-        labels, vectors = self._table()
-        query = np.asarray(self.embedder.embed(clause), dtype=np.float32)
-        similarity = vectors @ query
-        out: dict[str, float] = {}
-        for label in self.examples:
-            mine = np.sort(similarity[[i for i, x in enumerate(labels) if x == label]])[::-1]
-            out[label] = float(mine[:TOP].mean())
-        return out
+    def read(self, text: str, entities: Sequence[Entity] = ()) -> Reading:
+        model = self.model
+        masked, named = mask(" ".join(text.split()), entities)
+        named_people = tuple(m for m in named if m.entity.kind in ("npc", "faction"))
+        if model.embedder != embedder_name(self.embedder):
+            return Reading(NONE, {}, named_people)  # another embedder: the lists alone
+        probabilities = model.probabilities(
+            features(self.embedder, [masked, *clauses(masked)], model.vocabulary))
+        deed, query = probabilities[DEED], probabilities[QUERY]
+        if max(deed, query) < self.decide_at:
+            side = NONE
+        elif query > deed:
+            side = QUERY
+        else:
+            side = KIND if probabilities[KIND] >= probabilities[HARMFUL] else HARMFUL
+        return Reading(side, probabilities, named_people)
 
-    def event(self, clause: str) -> str | None:
-        """The best event of the winning side (kind acts, harmful acts, neither), when
-        that side wins by :attr:`margin` and reaches :attr:`min_similarity`."""
-        scores = self.scores(clause)
-        sides = {side: max(((scores[e], e) for e in events), default=(0.0, NEUTRAL))
-                 for side, events in _SIDES.items()}
-        ranked = sorted(sides.values(), reverse=True)
-        (score, best), (runner_up, _) = ranked[0], ranked[1]
-        if best == NEUTRAL or score < self.min_similarity or score - runner_up < self.margin:
+    def turn(self, text: str, entities: Sequence[Entity] = ()) -> tuple[list[Deed], bool]:
+        """The deeds ``text`` does, and whether it asks where the player stands.
+
+        The verb lists first: they name the event and every target. The sense reads
+        what they do not, and overrules them where it is sure they are wrong: a
+        reading (a deed, a question) whose probability is under :attr:`veto_below`
+        ("I buy oil from the guild at the normal price" reads no deed)."""
+        deeds, asks = read_deeds(text, entities), asks_standing(text)
+        reading = self.read(text, entities)
+        sure = bool(reading.probabilities)  # no probabilities: weights for another embedder
+        if deeds:
+            vetoed = sure and reading.probabilities[DEED] < self.veto_below
+            return ([] if vetoed else deeds), False
+        if asks and not (sure and reading.probabilities[QUERY] < self.veto_below):
+            return [], True
+        if reading.side == QUERY:
+            return [], True
+        if _others_act(text, reading.named):
+            return [], False
+        deed = self.deed(text, entities, reading)
+        return ([deed] if deed is not None else []), False
+
+    def deed(self, text: str, entities: Sequence[Entity] = (),
+             reading: Reading | None = None) -> Deed | None:
+        """The deed an input does when its side is kind or harmful and it names whom."""
+        reading = reading if reading is not None else self.read(text, entities)
+        target = reading.target
+        if reading.side not in (KIND, HARMFUL) or target is None:
             return None
-        return best
+        event = self.event(mask(text, entities)[0], reading.side)
+        size = EVENTS[event]
+        delta = size.perception if target.entity.kind == "npc" else size.reputation
+        return Deed(target.entity, event, delta, " ".join(text.split())[:120])
+
+    def event(self, masked: str, side: str) -> str:
+        """The nearest example event on ``side``."""
+        labels, vectors = self._event_table()
+        query = np.asarray(self.embedder.embed(masked), dtype=np.float32)
+        scores = vectors @ query
+        allowed = _KIND_EVENTS if side == KIND else _HARMFUL_EVENTS
+        best = max((float(s), label) for s, label in zip(scores, labels) if label in allowed)
+        return best[1]
+
+    def _event_table(self) -> tuple[list[str], np.ndarray]:
+        with self._lock:
+            if self._events is None:
+                labels = [e for e, texts in EVENT_EXAMPLES.items() for _ in texts]
+                texts = [t for texts in EVENT_EXAMPLES.values() for t in texts]
+                self._events = (labels, np.asarray(self.embedder.embed_batch(texts),
+                                                   dtype=np.float32))
+            return self._events
 
 
-_KIND = ("gift", "helped", "defended", "saved", "complimented", "apologised", "kept-promise")
-_HARMFUL = ("stole", "attacked", "insulted", "lied", "threatened", "denounced", "betrayed")
-_SIDES = {"kind": _KIND, "harmful": _HARMFUL, "neither": (NEUTRAL,)}
+_THIRD_PERSON = frozenset("he she they it".split())
+
+
+def _others_act(text: str, named: Sequence[Mention]) -> bool:
+    """Someone else is the input's subject and the player does nothing ("Wick pockets a
+    warden's button", "Odile gives me a contract" is done to the player)."""
+    words = [w.lower().split("'")[0] for w in _TOKEN.findall(text.replace("’", "'"))]
+    subject = bool(words) and (words[0] in _THIRD_PERSON or any(m.start == 0 for m in named))
+    return subject and not any(w in ("i", "we", "let", "lets") for w in words)
+
+
+# "Sam" stands for whoever the deed is done to.
+EVENT_EXAMPLES: Mapping[str, Sequence[str]] = {
+    "gift": ("I give Sam a present", "I slip some money into Sam's hand",
+             "I pay for Sam's meal", "I drop silver into the Guild's collection box"),
+    "helped": ("I help Sam with the work", "I fix Sam's broken cart", "I tend Sam's wounds",
+               "I carry the load for the Guild", "I show Sam the safe way through"),
+    "defended": ("I defend Sam", "I step between Sam and the attacker",
+                 "I speak up for the Guild", "I take the blame for Sam"),
+    "saved": ("I save Sam's life", "I pull Sam out of the water",
+              "I rescue Sam from the captors"),
+    "complimented": ("I praise Sam", "I compliment the Guild's work",
+                     "I raise a toast to Sam"),
+    "apologised": ("I apologise to Sam", "I say sorry to the Guild for what I did"),
+    "kept-promise": ("I keep my word to Sam", "I come back as I promised Sam"),
+    "stole": ("I steal from Sam", "I pocket Sam's purse", "I carry off the Guild's goods",
+              "I take Sam's things without asking"),
+    "attacked": ("I hit Sam", "I stab Sam", "I set fire to the Guild's hall",
+                 "I smash the Guild's lamps"),
+    "insulted": ("I insult Sam", "I mock the Guild", "I spit at Sam's feet",
+                 "I laugh in Sam's face"),
+    "lied": ("I lie to Sam", "I trick Sam", "I forge the Guild's papers"),
+    "threatened": ("I threaten Sam", "I blackmail the Guild", "I put a knife to Sam's throat"),
+    "denounced": ("I denounce Sam to the wardens", "I spread rumours about the Guild",
+                  "I report Sam to the authorities"),
+    "betrayed": ("I betray Sam", "I sell out the Guild to their enemies",
+                 "I break my promise to Sam"),
+}
+_KIND_EVENTS = frozenset(e for e in EVENT_EXAMPLES if EVENTS[e].perception > 0)
+_HARMFUL_EVENTS = frozenset(e for e in EVENT_EXAMPLES if EVENTS[e].perception < 0)

@@ -11,7 +11,9 @@ campaign names (or, with no campaign, a capitalised name), or a group (a faction
 campaign declares, a capitalised group such as "the Harbour Council", or a plural
 group noun such as "the shepherds"). Courtesies (thanks, greetings), trade at the
 asking price, acts toward nameless passers-by, other people's acts ("I watch Wick
-steal a button"), thoughts and questions are not deeds.
+steal a button"), thoughts and questions are not deeds. The verb lists here name the
+event and every target; an act no list reads is left to the trained deed sense
+(:mod:`.deed_sense`), which reads the whole input.
 
 Invariants:
 
@@ -28,10 +30,11 @@ Invariants:
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -145,6 +148,10 @@ def faction_entity(faction_id: str, name: str = "", others: Sequence[str] = (),
             aliases.add((words[-1],))
         if words[0].endswith("s") and words[0] not in taken:
             aliases.add((words[0],))
+    # One of them: "a warden", "the bellkeeper on duty", "a lampwright's workshop".
+    aliases |= {(word[:-1],) for alias in list(aliases) if len(alias) == 1
+                for word in alias if word.endswith("s") and not word.endswith("ss")
+                and word[:-1] not in taken}
     return Entity(faction_id, shown, "faction", tuple(sorted(aliases, key=len, reverse=True)),
                   holdings=holdings)
 
@@ -241,6 +248,8 @@ def faction_holdings(faction_id: str, sheet: Mapping[str, Any], body: str,
             name = fm.get("name")
             aliases = {tuple(place_id.split("_"))} | (
                 {tuple(_words(name))} if isinstance(name, str) else set())
+            # "the chapel" is the Bell Chapel, in the campaign that holds one
+            aliases |= {a[-1:] for a in list(aliases) if len(a) > 1 and a[-1] not in _STOP}
             inside = {w for t in tags for w in t} | set(_words(text))
             held.append(Holding(tuple(sorted(aliases, key=len, reverse=True)),
                                 frozenset(inside - _STOP)))
@@ -457,7 +466,10 @@ _GROUP_NOUNS = frozenset(
 _GROUP_WORDS = frozenset("guild guilds watch council temple order church company house clan "
                          "syndicate crown court parish brotherhood sisterhood union legion "
                          "senate assembly league circle cult army navy fleet bank "
-                         "corporation consortium tribe family".split())
+                         "corporation consortium tribe family dynamics systems industries "
+                         "corp inc co collective cartel authority directorate agency bureau "
+                         "ministry institute foundation alliance federation empire republic "
+                         "coalition brethren choir".split())
 _NOT_PERSON_BEFORE = frozenset("the a an on in at into near across inside outside through "
                                "toward towards within".split())
 _PRONOUNS = {"him": "npc", "her": "npc", "them": "any"}
@@ -545,7 +557,8 @@ def mentions(text: str, entities: Sequence[Entity] = ()) -> list[Mention]:
     for alias, entity in aliases:
         n = len(alias)
         for i in range(len(words) - n + 1):
-            if tuple(words[i:i + n]) == alias and not taken & set(range(i, i + n)):
+            if tuple(words[i:i + n]) == alias and not taken & set(range(i, i + n)) \
+                    and not (entity.kind == "npc" and _common_word(tokens, i, n)):
                 found.append(Mention(entity, i, i + n))
                 taken |= set(range(i, i + n))
     held = sorted(((a, e, h) for e in entities for h in e.holdings for a in h.aliases),
@@ -563,13 +576,14 @@ def mentions(text: str, entities: Sequence[Entity] = ()) -> list[Mention]:
             if tuple(words[i:i + n]) == alias:
                 taken |= set(range(i, i + n))  # named, and not someone
     knows_cast = any(e.kind == "npc" for e in entities)
+    lower_case = not any(t.capital for t in tokens)
     i = 0
     while i < len(tokens):
         if i in taken:
             i += 1
             continue
         token = tokens[i]
-        if token.capital and token.word != "i" and i > 0:
+        if token.capital and token.word != "i" and (i > 0 or _named_first(tokens, words)):
             j = i + 1
             while j < len(tokens) and j not in taken:
                 if tokens[j].capital:
@@ -594,23 +608,47 @@ def mentions(text: str, entities: Sequence[Entity] = ()) -> list[Mention]:
                 and (head[-1] in _GROUP_NOUNS or words[i - 1] == "the"))
             if is_group:
                 found.append(Mention(Entity(entity_id(name), name, "faction"), i, j))
-            elif words[i - 1] == "the" and len(run) == 1 and run[0].word in _RANKS:
+            elif i > 0 and words[i - 1] == "the" and len(run) == 1 and run[0].word in _RANKS:
                 # "the Duke", "the Abbess": someone known by a rank
                 found.append(Mention(Entity(run[0].word, run[0].text, "npc"), i, j))
-            elif words[i - 1] == "the" and "of" not in [t.word for t in run] \
+            elif i > 0 and words[i - 1] == "the" and "of" not in [t.word for t in run] \
                     and run[0].word not in _TITLES:
                 # "the Silver Hand" may be a group, a place or a thing
                 found.append(Mention(Entity(entity_id(name), name, "faction"), i, j,
                                      guess=True))
-            elif not knows_cast and not any(t.word in ("of", "the") for t in run) \
-                    and words[i - 1] not in _NOT_PERSON_BEFORE:
+            elif not knows_cast and not any(t.word in ("of", "the") for t in run) and (
+                    i == 0 or words[i - 1] not in _NOT_PERSON_BEFORE
+                    or run[-1].raw.endswith(("'s", "'")) or run[0].word in _TITLES | _RANKS):
                 # "Captain Varro" is someone; "the Roll of Names", "the Tower" and "on
-                # Titan" are things and places.
+                # Titan" are things and places, but "on Marshal Cole's boots" and "into
+                # Jax's accounts" name an owner.
                 person = [t for t in run if t.word not in _TITLES] or run
                 pname = " ".join(t.text for t in person)
                 found.append(Mention(Entity(entity_id(pname), pname, "npc"), i, j))
             taken |= set(range(i, j))
             i = j
+            continue
+        if lower_case and not knows_cast and token.word in _TITLES | _RANKS \
+                and token.word not in _AGES and i + 1 < len(tokens) and i + 1 not in taken \
+                and (i == 0 or words[i - 1] not in _GROUP_DETERMINERS | {"a", "an"}) \
+                and words[i + 1] not in _STOP and _lemma(words[i + 1]) not in _VERBS:
+            # Typed in lower case: "patch up dr aisha penn's arm", "tip mayor holloway"
+            j = i + 2  # one name, or two when the second owns: "dr aisha penn's"
+            if j < len(tokens) and tokens[j].raw.endswith(("'s", "'")) \
+                    and not tokens[i + 1].raw.endswith(("'s", "'")):
+                j += 1
+            name = " ".join(t.text for t in tokens[i + 1:j])
+            found.append(Mention(Entity(entity_id(name), name, "npc"), i, j))
+            taken |= set(range(i, j))
+            i = j
+            continue
+        if lower_case and not knows_cast and token.raw.endswith("'s") and \
+                token.word not in _NOT_OWNERS and not _PEOPLE.search(token.word) and \
+                (i == 0 or words[i - 1] not in _DETERMINERS | _GROUP_DETERMINERS):
+            # "i diss rook's lockpicking": typed in lower case, an owner is someone
+            found.append(Mention(Entity(entity_id(token.text), token.text, "npc"), i, i + 1))
+            taken.add(i)
+            i += 1
             continue
         known = token.word in _GROUP_NOUNS or token.word in _COLLECTIVES
         if (known or _PEOPLE.search(token.word)) and not token.capital and i > 0 \
@@ -629,6 +667,40 @@ def mentions(text: str, entities: Sequence[Entity] = ()) -> list[Mention]:
                    else m for m in found), key=lambda m: m.start)
 
 
+_DETERMINERS = frozenset("the a an my his her their its your our this that some".split())
+
+
+def _common_word(tokens: Sequence[_Token], i: int, n: int) -> bool:
+    """A one-word name that is also a word, written as the word: "I trim the wick" is no
+    Wick (a group is named so: "the guild")."""
+    return (n == 1 and not tokens[i].capital and i > 0
+            and tokens[i - 1].word in _DETERMINERS)
+
+
+_AGES = frozenset("old young little the".split())
+# Owners that are no one: "tonight's catch", "everyone's eyes", "the ship's bell".
+_NOT_OWNERS = frozenset("today tonight tomorrow yesterday week year month night morning day "
+                        "evening everyone everybody someone somebody anyone anybody nobody one "
+                        "other another world town city ship boat it".split())
+_REFERS = frozenset("he him his she her hers".split())
+_STARTERS = frozenset("someone somebody something nobody noone nothing everyone everybody "
+                      "everything it this that there these those one".split())
+
+
+def _named_first(tokens: Sequence[_Token], words: Sequence[str]) -> bool:
+    """Whether an input's first word is someone: an owner ("Kestrel's secret is safe") or
+    the one a later "him"/"her" means ("Tomas looks parched. I share my canteen with him")."""
+    first = tokens[0]
+    if first.word in _STARTERS or _lemma(first.word) in _VERBS or len(tokens) < 2:
+        return False
+    if first.raw.endswith(("'s", "'")):
+        return True
+    if tokens[1].capital:  # "Helix Dynamics' technicians": a group's name
+        run = [t.word for t in itertools.takewhile(lambda t: t.capital, tokens)]
+        return bool(_GROUP_WORDS & set(run))
+    return any(w in _REFERS for w in words[2:])
+
+
 # Group nouns in the singular, named with their modifiers ("the harbour council"); a
 # plural ("the quay fishermen") is the people themselves.
 _COLLECTIVES = frozenset("council guild watch clan tribe crew parish brotherhood sisterhood cult "
@@ -640,6 +712,7 @@ _COLLECTIVES = frozenset("council guild watch clan tribe crew parish brotherhood
 _PEOPLE = re.compile(r"(?:[a-z]{3,}(?:ers|ors|ists|ians|eers|ants|ents|ites|men|folk|ots|"
                      r"ards|ains|ics))$")
 _THINGS = frozenset("papers letters orders waters rafters flowers numbers borders quarters "
+                    "shoulders knuckles whiskers slippers trousers drawers lockers tankards "
                     "matters powers towers corners fingers feathers chambers ledgers embers "
                     "others leaders lanterns barrels cellars ladders pillars shutters timbers "
                     "rivers waters silvers coppers remnants contents documents instruments "
@@ -743,8 +816,7 @@ def _head(words: list[str]) -> int | None:
     return i
 
 
-def read_deeds(text: str, entities: Sequence[Entity] = (),
-               sense: Callable[[str], str | None] | None = None) -> list[Deed]:
+def read_deeds(text: str, entities: Sequence[Entity] = ()) -> list[Deed]:
     """The deeds of ``text``: per clause, the player's verb and whom it is done to.
 
     A clause whose verb looks, moves or asks holds no deed; nor does one whose subject
@@ -799,14 +871,8 @@ def read_deeds(text: str, entities: Sequence[Entity] = (),
                     event, after = "gift", head + 1  # "I slip Odile a few coins"
         if event is None and named and _WITHOUT_LEAVE.search(clause):
             event, after = "insulted", head + 1  # "I read Orla's letter without asking"
-        if event is None and sense is not None and _lemma(words[head]) not in _ONLY_LOOKING:
-            # No verb list knows the act: its sense, with whom it is done to as "them".
-            target = next((m for m in named if m.end > head and m.holding is None), None)
-            pronoun = next((i for i in range(head + 1, len(words)) if words[i] in _PRONOUNS
-                            or words[i] in _POSSESSIVES), None)
-            if target is not None or (pronoun is not None and last is not None):
-                event = sense(_as_them(words, target, pronoun))
-                after = head + 1
+        if event == "gift" and _fair_trade(clause):
+            event = None  # "I buy a lamp from the Lampwrights at the marked price": a trade
         if event is None:
             last = aside_named[-1] if aside_named else last
             continue
@@ -854,6 +920,25 @@ def read_deeds(text: str, entities: Sequence[Entity] = (),
     return list(deeds.values())
 
 
+_FAIR_TRADE = re.compile(r"\b(?:(?:at|for|pay|paying|pays|paid) )?(?:the|their|his|her|a|its) "
+                         r"(?:marked|asking|going|listed|normal|usual|fair|posted|standard|full) "
+                         r"(?:price|rate|fee)\b", re.I)
+_EXTRA = re.compile(r"\b(?:extra|tip|on top)\b", re.I)
+_MORE_THAN = frozenset("double twice triple thrice above over beyond more".split())
+
+
+def _fair_trade(clause: str) -> bool:
+    """Paid what was asked: a trade, not a gift ("double the asking price" is one, and
+    so is "the full fee and a little extra")."""
+    if _EXTRA.search(clause):
+        return False
+    for match in _FAIR_TRADE.finditer(clause):
+        before = clause[:match.start()].split()
+        if not before or before[-1].lower() not in _MORE_THAN:
+            return True
+    return False
+
+
 _TO_GAINS = frozenset({"betrayed", "denounced"})
 _SHIELDING = frozenset({"saved", "defended", "helped"})
 
@@ -881,20 +966,6 @@ _ONLY_LOOKING = (_NOT_DEEDS - {"tell", "show", "explain", "describe", "open", "c
     "pray", "kneel", "worship", "rest", "sleep", "eat", "drink", "sit", "stand", "negotiate",
     "bargain", "haggle", "talk", "speak", "chat", "meet", "visit", "join", "travel", "ride",
     "sail", "row", "run", "hurry", "sneak", "hide", "wander", "stroll", "return"}
-
-
-def _as_them(words: list[str], target: Mention | None, pronoun: int | None) -> str:
-    """The clause with whom it is done to as "them" ("their" for an owner)."""
-    if target is not None:
-        them = "their" if target.owner else "them"
-        words = [*words[:target.start], them, *words[target.end:]]
-        if target.start > 0 and words[target.start - 1] in ("the", "a", "an"):
-            del words[target.start - 1]
-    elif pronoun is not None:
-        words = [*words[:pronoun], "their" if words[pronoun] in _POSSESSIVES or
-                 words[pronoun] == "her" and pronoun + 1 < len(words) else "them",
-                 *words[pronoun + 1:]]
-    return " ".join(words)
 
 
 _HARMS = frozenset(name for name, e in EVENTS.items() if e.perception < 0)

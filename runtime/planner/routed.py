@@ -13,9 +13,10 @@ How the two judgements combine (issue 5 §2):
   ("Likely tools: ..."). Pass ``trust_model`` to decide explicitly.
 
 Deeds (:mod:`.deeds`) are the engine's, whatever the model: an act the engine reads as
-done to a named NPC or a group chooses ``npc-perception`` or ``reputation`` beside the
-router's choice, and for a small model the engine writes those calls itself (whom,
-which way, how far), as it does a query naming whom it asks about. The model fills
+done to a named NPC or a group (by its verb lists, else by the trained deed sense,
+:mod:`.deed_sense`) chooses ``npc-perception`` or ``reputation`` beside the router's
+choice, and for a small model the engine writes those calls itself (whom, which way,
+how far), as it does a query naming whom it asks about. The model fills
 only the other chosen skills' calls, and is not woken when there are none. A deed
 call is optional (``required: false``): a standing that cannot be written never
 costs the turn its story.
@@ -26,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -36,8 +38,8 @@ from ..skills.registry import SkillRegistry
 from ..plan import ToolInvocation
 from .base import PlanRequest, PlanShape
 from .deed_sense import DeedSense
-from .deeds import (PERCEPTION, REPUTATION, SKILL_OF, Deed, asks_standing, idle, mentions,
-                    perception_input, read_deeds, reputation_input)
+from .deeds import (PERCEPTION, REPUTATION, SKILL_OF, Deed, Entity, idle, mentions,
+                    perception_input, reputation_input)
 from .grammar import explicit_values
 from .model import ModelPlanner
 from .pattern import narrative_only
@@ -56,7 +58,7 @@ class RoutedPlanner:
         self.trust_model = (model.model_path.stat().st_size >= TRUST_MODEL_BYTES
                             if trust_model is None else trust_model)
         self.last_routing: Routing | None = None
-        # The router's embedder reads the deeds no verb list knows.
+        # The router's embedder reads the deeds no verb list knows, and the questions.
         self.sense = DeedSense(router.embedder)
 
     async def generate(self, request: PlanRequest) -> Plan:
@@ -66,10 +68,9 @@ class RoutedPlanner:
         routing = await asyncio.to_thread(self.router.route, request.player_input, offered)
         self.last_routing = routing
         refs = {s.ref for s in offered}
-        deeds = [d for d in await asyncio.to_thread(read_deeds, request.player_input,
-                                                    request.entities, self.sense.event)
-                 if UPDATE[d.skill] in refs]
-        chosen = decide(request, routing, deeds, refs)
+        found, asks = await asyncio.to_thread(self.read, request.player_input, request.entities)
+        deeds = [d for d in found if UPDATE[d.skill] in refs]
+        chosen = decide(request, routing, deeds, refs, asks=asks)
         if self.trust_model:
             return await self.model.generate(replace(request, hints=tuple(chosen)))
         engine = engine_tools(request, chosen, deeds, refs)
@@ -98,6 +99,10 @@ class RoutedPlanner:
         tools = [*plan.tools, *engine]
         return replace_plan(plan, tools)
 
+    def read(self, text: str, entities: Sequence[Entity]) -> tuple[list[Deed], bool]:
+        """The deeds ``text`` does, and whether it asks where the player stands."""
+        return self.sense.turn(text, entities)
+
     def warm(self, request: PlanRequest) -> float:
         """Embed the router's phrases and cache the planning prompt for ``request``'s
         scripts; returns the seconds spent."""
@@ -114,7 +119,8 @@ class RoutedPlanner:
             "narrationScore": round(routing.narration_score, 3)}}
 
 
-def decide(request: PlanRequest, routing: Routing, deeds: list[Deed], refs: set[str]) -> list[str]:
+def decide(request: PlanRequest, routing: Routing, deeds: list[Deed], refs: set[str], *,
+           asks: bool = False) -> list[str]:
     """The skills a turn calls: the router's, and the deed skills the engine's reading
     adds (a deed done to someone, a question naming whom it asks about) or takes away
     (the router's guess on an input that only looks, moves or asks about something else)."""
@@ -122,7 +128,7 @@ def decide(request: PlanRequest, routing: Routing, deeds: list[Deed], refs: set[
               if (s not in UPDATE or not idle(request.player_input))
               and not (s == MEMORY and deeds and not _MEMORY_WORDS.search(request.player_input))]
     wanted = [d.skill for d in deeds]
-    if asks_standing(request.player_input):
+    if asks:
         wanted += [SKILL_OF[m.entity.kind]
                    for m in mentions(request.player_input, request.entities)
                    if QUERY[SKILL_OF[m.entity.kind]] in refs]

@@ -252,7 +252,7 @@ class _Classifier:
 
     def probability(self, vector: np.ndarray, text: str) -> float:
         features = np.concatenate([vector, lexical(text, self.vocabulary), [1.0]])
-        return float(_sigmoid(features @ self.weights))
+        return float(sigmoid(features @ self.weights))
 
 
 # Words carry what MiniLM blurs: "roll", "remember", "standing", "narrate" are the
@@ -334,7 +334,7 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, c: float = 1.0, steps: int = 50) 
     penalty[-1] = 0.0
     w = np.zeros(xb.shape[1])
     for _ in range(steps):
-        p = _sigmoid(xb @ w)
+        p = sigmoid(xb @ w)
         gradient = xb.T @ (sample * (p - y)) + penalty * w
         hessian = (xb.T * (sample * p * (1 - p))) @ xb + np.diag(penalty)
         step = np.linalg.solve(hessian, gradient)
@@ -346,7 +346,7 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, c: float = 1.0, steps: int = 50) 
     return w
 
 
-def _sigmoid(z: np.ndarray | float) -> np.ndarray:
+def sigmoid(z: np.ndarray | float) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-np.clip(z, -50, 50)))
 
 

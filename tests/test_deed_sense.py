@@ -1,0 +1,247 @@
+"""The deed sense (issue 20 item 7): a trained classifier reads the deeds and standing
+questions no verb list knows, with the real MiniLM and the shipped weights; the weights
+are current with the datasets they name; ``narratoria train deeds`` fits them again;
+and names are found where players put them (after "on", first in the input, typed in
+lower case)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import BUILTIN_SKILLS, REPO
+from narratoria.runtime.planner import deed_sense
+from narratoria.runtime.planner.base import PlanRequest
+from narratoria.runtime.planner.deed_sense import (DeedSense, Example, SenseModel, mask,
+                                                   side_of_case)
+from narratoria.runtime.planner.deeds import campaign_entities, mentions, read_deeds
+from narratoria.runtime.skills.registry import SkillRegistry
+
+LONG_EBB = campaign_entities(REPO / "campaigns" / "long_ebb")
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    from narratoria.runtime.embedding import shared_local
+
+    return shared_local()
+
+
+@pytest.fixture(scope="module")
+def sense(embedder) -> DeedSense:
+    return DeedSense(embedder)
+
+
+# --- the shipped weights ---------------------------------------------------------------------
+
+
+def test_the_shipped_weights_are_current_with_their_datasets(embedder):
+    """Editing a training set without running ``narratoria train deeds`` fails here."""
+    from narratoria.runtime.planner import evaluate as ev
+
+    model = SenseModel.load()
+    assert model.datasets and model.embedder == deed_sense.embedder_name(embedder)
+    examples = []
+    for name in model.datasets:
+        for case in ev.load_dataset(REPO / name):
+            side = side_of_case(case.expected_skills, [(e.skill, e.change) for e in case.effects])
+            examples.append(Example(case.input, ev.case_entities(case.campaign), side))
+    assert deed_sense.digest(examples) == model.digest
+    # The held-out sets are never trained on.
+    assert not [n for n in model.datasets if "heldout2" in n or "heldout3" in n]
+
+
+# --- deeds and questions no verb list reads ----------------------------------------------------
+
+
+@pytest.mark.parametrize("text, entities, expected", [
+    ("While Meret counts the tithe I quietly pour sand into her ink pot", LONG_EBB,
+     ("npc", "meret_alder", "down")),
+    ("Odile's lamp is guttering, so I trim the wick and top it up from my own flask",
+     LONG_EBB, ("npc", "odile_venn", "up")),
+    ("Make sure every tavern on the quay hears that the Lampwrights cheat their customers",
+     LONG_EBB, ("faction", "lampwrights_guild", "down")),
+    ("I spend the evening scrubbing the soot off the Bellkeepers' chapel steps", LONG_EBB,
+     ("faction", "bellkeepers", "up")),
+    ("Once the colonel turns away I pour sugar into Sergeant Pike's fuel tank", (),
+     ("npc", "sergeant_pike", "down")),
+])
+def test_a_deed_no_verb_list_reads_is_read_by_its_sense(sense, text, entities, expected):
+    assert read_deeds(text, entities) == []  # the lists alone miss it
+    deed = sense.deed(text, entities)
+    assert deed is not None, sense.read(text, entities).probabilities
+    assert (deed.target.kind, deed.target.id, "up" if deed.delta > 0 else "down") == expected
+
+
+@pytest.mark.parametrize("text, entities", [
+    ("I walk with Tamsin up to the chapel", LONG_EBB),
+    ("I ask Corran where the wardens patrol at night", LONG_EBB),
+    ("I sit with Wick on the quay wall and watch the boats come in", LONG_EBB),
+    ("I read the Lampwrights' notice about the missing oil", LONG_EBB),
+    ("Corran shoves a drunk off the pier while I watch", LONG_EBB),
+    ("I buy two crates of rations from Captain Reyes at her asking price", ()),
+    ("I trim the wick of my lantern and wait for the tide", LONG_EBB),
+])
+def test_company_looking_and_others_acts_are_no_deed(sense, text, entities):
+    assert sense.deed(text, entities) is None, sense.read(text, entities).probabilities
+
+
+@pytest.mark.parametrize("text", [
+    "would Meret still open her door to me after all that?",
+    "Are the Tithe Wardens done being angry with us yet?",
+])
+def test_a_standing_question_in_other_words_is_read(sense, text):
+    assert sense.read(text, LONG_EBB).side == deed_sense.QUERY
+
+
+def test_the_planner_writes_a_sensed_deed_and_asks_whom_a_question_names(embedder):
+    from narratoria.runtime.planner.model import ModelPlanner
+    from narratoria.runtime.planner.routed import routed_planner
+
+    registry = SkillRegistry([BUILTIN_SKILLS])
+    routed = routed_planner(ModelPlanner(skills=registry.get), embedder)
+    every = tuple(registry.scripts(include_disabled=True))
+
+    def plan(text: str):
+        return asyncio.run(routed.generate(PlanRequest(text, every, entities=LONG_EBB)))
+
+    deed = plan("While Meret counts the tithe I quietly pour sand into her ink pot")
+    [(path, tool_input)] = [(t.toolPath, t.input) for t in deed.tools
+                            if t.toolPath.startswith("npc-perception/")]
+    assert path == "npc-perception/update-perception"
+    assert tool_input["npcId"] == "meret_alder"
+    question = plan("would Meret still open her door to me after all that?")
+    assert [(t.toolPath, t.input) for t in question.tools] == [
+        ("npc-perception/query-perception", {"npcId": "meret_alder"})]
+
+
+@pytest.mark.parametrize("text, entities", [
+    ("Wick pockets another warden's button", LONG_EBB),
+    ("Odile gives me a written contract and a purse of silver.", LONG_EBB),
+    ("She slaps Captain Reyes across the face.", ()),
+])
+def test_someone_elses_act_is_no_deed_of_the_players(sense, text, entities):
+    assert sense.turn(text, entities) == ([], False)
+
+
+def test_the_sense_overrules_a_verb_list_it_is_sure_is_wrong(sense):
+    """"where's" reads as a gift to the wardens by the lists; the sense is sure it is
+    no deed, and the turn changes no one."""
+    text = "where's the tithe wardens booth at"
+    assert read_deeds(text, LONG_EBB)
+    assert sense.read(text, LONG_EBB).probabilities["deed"] < sense.veto_below
+    assert sense.turn(text, LONG_EBB) == ([], False)
+    deeds, _ = sense.turn("I steal Odile Venn's purse", LONG_EBB)
+    assert [(d.target.id, d.event) for d in deeds] == [("odile_venn", "stole")]
+
+
+@pytest.mark.parametrize("text, gift", [
+    ("I buy one lamp from the Lampwrights at the marked price", False),
+    ("I pay the Lampwrights their asking price for a flask of oil", False),
+    ("I pay the Lampwrights double the asking price", True),
+    ("I pay Odile the full fee and a little extra", True),
+])
+def test_paying_what_was_asked_is_a_trade_not_a_gift(text, gift):
+    assert bool(read_deeds(text, LONG_EBB)) == gift
+
+
+def test_weights_for_another_embedder_read_nothing():
+    """A daemon configured with another embedding model keeps the verb lists and does
+    not read its vectors with MiniLM's weights."""
+    from narratoria.runtime.embedding import HashEmbedding
+
+    reading = DeedSense(HashEmbedding(384)).read("I pour sand into Meret's ink pot", LONG_EBB)
+    assert reading.side == deed_sense.NONE and reading.probabilities == {}
+
+
+def test_a_mask_puts_one_name_for_every_person_and_group():
+    masked, named = mask("I tell Odile's secret to the Tithe Wardens in the bell chapel",
+                         LONG_EBB)
+    assert masked == "I tell Sam's secret to the Guild in the bell chapel"
+    assert [m.entity.id for m in named] == ["odile_venn", "tithe_wardens", "bellkeepers"]
+
+
+# --- names where players put them -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("I spit on Marshal Cole's boots.", [("Marshal Cole", "npc")]),
+    ("I hack into Jax's accounts and drain them", [("Jax", "npc")]),
+    ("Tomas looks parched. I share my canteen with him.", [("Tomas", "npc")]),
+    ("Kestrel's secret is safe with me", [("Kestrel", "npc")]),
+    ("Helix Dynamics' technicians give up, so I fix the relay for them.",
+     [("Helix Dynamics", "faction")]),
+    ("i send Kuroda Systems' memos to a journalist", [("Kuroda Systems", "faction")]),
+    ("lets patch up dr aisha penn's wounded arm", [("aisha penn", "npc")]),
+    ("i tip mayor holloway a few coins", [("holloway", "npc")]),
+    ("i diss rook's lockpicking in front of everyone", [("rook", "npc")]),
+])
+def test_names_after_a_place_word_first_or_in_lower_case(text, expected):
+    assert [(m.entity.name, m.entity.kind) for m in mentions(text)] == expected
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("I shove a warden off the harbour steps", ("tithe_wardens", False)),
+    ("I sneak into a lampwright's workshop", ("lampwrights_guild", False)),
+    ("I smear mud across the names on the chapel walls", ("bellkeepers", True)),
+])
+def test_one_member_or_a_place_of_a_campaigns_faction_names_it(text, expected):
+    [mention] = mentions(text, LONG_EBB)
+    assert (mention.entity.id, mention.holding is not None) == expected
+
+
+@pytest.mark.parametrize("text", [
+    "Rain falls as I walk along the shore",
+    "Something moves in the dark. I hit it with my staff",
+    "i steal old boots from the stall",
+    "i grab tonight's catch and ring the ship's bell",
+    "I land on Titan and walk to the Tower",
+])
+def test_no_one_is_made_up_from_places_and_things(text):
+    assert [m for m in mentions(text) if m.entity.kind == "npc"] == []
+
+
+# --- train deeds ----------------------------------------------------------------------------
+
+
+def _case(text: str, skill: str | None, change: str = "", target: str = "") -> str:
+    doc = {"input": text, "expected_skills": [skill] if skill else [],
+           "forbidden_skills": [], "effects": []}
+    if skill:
+        doc["effects"] = [{"skill": skill, "target": target, "change": change}]
+    return json.dumps(doc)
+
+
+def test_train_deeds_fits_and_writes_weights_the_sense_reads(tmp_path, embedder):
+    from narratoria.clients.cli import main
+
+    lines = [_case("I punch Bram in the face", "npc-perception", "down", "bram"),
+             _case("I rob Mira's stall", "npc-perception", "down", "mira"),
+             _case("I bandage Bram's arm", "npc-perception", "up", "bram"),
+             _case("I give Mira a loaf of bread", "npc-perception", "up", "mira"),
+             _case("What does Mira think of me?", "npc-perception", "query", "mira"),
+             _case("I look at the sea", None), _case("I ask Bram the way", None)]
+    data = tmp_path / "deeds.jsonl"
+    data.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "sense.npz"
+    assert main(["train", "deeds", "--dataset", str(data), "--out", str(out), "--json"]) == 0
+    model = SenseModel.load(out)
+    assert set(model.weights) == {"deed", "kind", "query"}
+    assert all(np.isfinite(w).all() for w in model.weights.values())
+    reading = DeedSense(embedder, model).read("I kick Tobin hard", ())
+    assert reading.probabilities["deed"] > reading.probabilities["query"]
+
+
+def test_train_deeds_names_the_bad_line(tmp_path, capsys):
+    from narratoria.clients.cli import main
+
+    data = tmp_path / "deeds.jsonl"
+    data.write_text(_case("I punch Bram", "npc-perception", "down", "bram") + "\n{oops\n")
+    out = tmp_path / "sense.npz"
+    assert main(["train", "deeds", "--dataset", str(data), "--out", str(out)]) == 2
+    assert f"{data}:2" in capsys.readouterr().err
+    assert not out.exists()
