@@ -14,8 +14,11 @@ import json
 import sys
 import time
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+SKILLS_MARK = "skills:route-examples"  # recorded among the datasets when they were used
 
 
 def add_train_parser(sub: Any) -> None:
@@ -30,23 +33,50 @@ def add_train_parser(sub: Any) -> None:
                        help="a labelled dataset (repeat for more)")
     deeds.add_argument("--out", metavar="FILE.npz", help="where to write the weights "
                        "(default: the shipped deed_sense.npz)")
+    deeds.add_argument("--no-skill-examples", action="store_true",
+                       help="leave out the built-in non-deed skills' route examples "
+                            "(by default they are acts of no one)")
     deeds.add_argument("--json", action="store_true", help="print the summary as JSON")
     deeds.set_defaults(func=cmd_train_deeds)
+
+
+# The built-in skills whose route examples are no deed: asking for a roll, a portrait,
+# a recap or choices changes no one's opinion ("I try to pick the lock before the guard
+# comes back" is the dice's). The deed skills' own examples carry no direction.
+NOT_DEED_SKILLS = ("character-portraits", "dice-roller", "memory", "player-choices",
+                   "storyteller")
+
+
+def deed_examples(datasets: Sequence[str | Path], *, skill_examples: bool = True) -> list[Any]:
+    """The deed sense's training examples: every case of ``datasets`` with its side, and
+    (``skill_examples``) the route examples of :data:`NOT_DEED_SKILLS` as acts of no one.
+    Raises OSError or DatasetError for a dataset that cannot be read."""
+    from narratoria.runtime.planner import deed_sense
+    from narratoria.runtime.planner import evaluate as ev
+    from narratoria.runtime.skills import SkillRegistry, builtin_skills_dir
+
+    examples: list[deed_sense.Example] = []
+    entities: dict[str, Any] = {}
+    for path in datasets:
+        for case in ev.load_dataset(path):
+            side = deed_sense.side_of_case(case.expected_skills,
+                                           [(e.skill, e.change) for e in case.effects])
+            examples.append(deed_sense.Example(
+                case.input, ev.case_entities(case.campaign, entities), side))
+    if skill_examples:
+        skills = SkillRegistry([builtin_skills_dir()]).skills
+        examples += [deed_sense.Example(text, (), deed_sense.NONE)
+                     for name in NOT_DEED_SKILLS if name in skills
+                     for text in skills[name].route_examples]
+    return examples
 
 
 def cmd_train_deeds(args: argparse.Namespace) -> int:
     from narratoria.runtime.planner import deed_sense
     from narratoria.runtime.planner import evaluate as ev
 
-    examples: list[deed_sense.Example] = []
-    entities: dict[str, Any] = {}
     try:
-        for path in args.dataset:
-            for case in ev.load_dataset(path):
-                side = deed_sense.side_of_case(case.expected_skills,
-                                               [(e.skill, e.change) for e in case.effects])
-                examples.append(deed_sense.Example(
-                    case.input, ev.case_entities(case.campaign, entities), side))
+        examples = deed_examples(args.dataset, skill_examples=not args.no_skill_examples)
     except (OSError, ev.DatasetError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -57,8 +87,9 @@ def cmd_train_deeds(args: argparse.Namespace) -> int:
 
     print(f"embedding {len(examples)} examples ...", file=sys.stderr, flush=True)
     started = time.perf_counter()
+    shown = [_shown(Path(p)) for p in args.dataset]
     model = deed_sense.fit(examples, shared_local(),
-                           datasets=[_shown(Path(p)) for p in args.dataset])
+                           datasets=shown if args.no_skill_examples else [*shown, SKILLS_MARK])
     out = Path(args.out) if args.out else deed_sense.MODEL_PATH
     model.save(out)
     summary = {"out": str(out.resolve()), "examples": len(examples),

@@ -16,8 +16,7 @@ import pytest
 from conftest import BUILTIN_SKILLS, REPO
 from narratoria.runtime.planner import deed_sense
 from narratoria.runtime.planner.base import PlanRequest
-from narratoria.runtime.planner.deed_sense import (DeedSense, Example, SenseModel, mask,
-                                                   side_of_case)
+from narratoria.runtime.planner.deed_sense import DeedSense, SenseModel, mask
 from narratoria.runtime.planner.deeds import campaign_entities, mentions, read_deeds
 from narratoria.runtime.skills.registry import SkillRegistry
 
@@ -41,18 +40,16 @@ def sense(embedder) -> DeedSense:
 
 def test_the_shipped_weights_are_current_with_their_datasets(embedder):
     """Editing a training set without running ``narratoria train deeds`` fails here."""
-    from narratoria.runtime.planner import evaluate as ev
+    from narratoria.clients.train_cli import SKILLS_MARK, deed_examples
 
     model = SenseModel.load()
     assert model.datasets and model.embedder == deed_sense.embedder_name(embedder)
-    examples = []
-    for name in model.datasets:
-        for case in ev.load_dataset(REPO / name):
-            side = side_of_case(case.expected_skills, [(e.skill, e.change) for e in case.effects])
-            examples.append(Example(case.input, ev.case_entities(case.campaign), side))
+    files = [REPO / name for name in model.datasets if name != SKILLS_MARK]
+    examples = deed_examples(files, skill_examples=SKILLS_MARK in model.datasets)
     assert deed_sense.digest(examples) == model.digest
     # The held-out sets are never trained on.
     assert not [n for n in model.datasets if "heldout2" in n or "heldout3" in n]
+    assert SKILLS_MARK in model.datasets  # the non-deed skills' examples are acts of no one
 
 
 # --- deeds and questions no verb list reads ----------------------------------------------------
@@ -87,7 +84,7 @@ def test_a_deed_no_verb_list_reads_is_read_by_its_sense(sense, text, entities, e
     ("I trim the wick of my lantern and wait for the tide", LONG_EBB),
 ])
 def test_company_looking_and_others_acts_are_no_deed(sense, text, entities):
-    assert sense.deed(text, entities) is None, sense.read(text, entities).probabilities
+    assert sense.turn(text, entities) == ([], False), sense.read(text, entities).probabilities
 
 
 @pytest.mark.parametrize("text", [

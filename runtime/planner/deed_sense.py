@@ -38,7 +38,7 @@ import numpy as np
 
 from ..embedding import EmbeddingBackend
 from .deeds import (EVENTS, PERCEPTION, REPUTATION, Deed, Entity, Mention, asks_standing,
-                    mentions, read_deeds)
+                    fair_trade, mentions, read_deeds)
 from .router import PENALTY_C, build_vocabulary, clauses, fit_logistic, lexical, sigmoid
 
 KIND, HARMFUL, QUERY = "kind", "harmful", "query"
@@ -225,7 +225,8 @@ class DeedSense:
         The verb lists first: they name the event and every target. The sense reads
         what they do not, and overrules them where it is sure they are wrong: a
         reading (a deed, a question) whose probability is under :attr:`veto_below`
-        ("I buy oil from the guild at the normal price" reads no deed)."""
+        ("I buy oil from the guild at the normal price" reads no deed). Someone
+        else's act and paying the asking price are no deed of the player's."""
         deeds, asks = read_deeds(text, entities), asks_standing(text)
         reading = self.read(text, entities)
         sure = bool(reading.probabilities)  # no probabilities: weights for another embedder
@@ -236,7 +237,7 @@ class DeedSense:
             return [], True
         if reading.side == QUERY:
             return [], True
-        if _others_act(text, reading.named):
+        if _others_act(text, reading.named) or fair_trade(text):
             return [], False
         deed = self.deed(text, entities, reading)
         return ([deed] if deed is not None else []), False

@@ -484,6 +484,7 @@ class _Token:
     capital: bool
     start: int     # index in the input's token list
     raw: str = ""  # as written, possessive kept ("King's")
+    opens: bool = False  # the first word of a sentence: capitalised whatever it is
 
 
 _TOKEN = re.compile(r"[A-Za-z][A-Za-z'’-]*")
@@ -495,13 +496,18 @@ def _words(text: str) -> list[str]:
 
 def _tokens(text: str) -> list[_Token]:
     out = []
-    for match in _TOKEN.finditer(text.replace("’", "'")):
+    text = text.replace("’", "'")
+    for match in _TOKEN.finditer(text):
         raw = match.group()
         bare = re.sub(r"'s$|'$", "", raw)
         if re.fullmatch(r"I'(?:m|ll|ve|d)", bare, re.I):
             bare = "I"
-        out.append(_Token(bare, bare.lower(), bare[:1].isupper(), len(out), raw))
+        opens = not out or bool(_SENTENCE_END.search(text[:match.start()]))
+        out.append(_Token(bare, bare.lower(), bare[:1].isupper(), len(out), raw, opens))
     return out
+
+
+_SENTENCE_END = re.compile(r"[.!?:;][\"')\]]*\s*[\"'(\[]*$")
 
 
 def _lemma(word: str) -> str:
@@ -583,7 +589,8 @@ def mentions(text: str, entities: Sequence[Entity] = ()) -> list[Mention]:
             i += 1
             continue
         token = tokens[i]
-        if token.capital and token.word != "i" and (i > 0 or _named_first(tokens, words)):
+        if token.capital and token.word != "i" and (
+                not token.opens or _named_first(tokens[i:], words[i:])):
             j = i + 1
             while j < len(tokens) and j not in taken:
                 if tokens[j].capital:
@@ -687,11 +694,19 @@ _STARTERS = frozenset("someone somebody something nobody noone nothing everyone 
                       "everything it this that there these those one".split())
 
 
+# Words that open a sentence and name no one.
+_OPENERS = _STARTERS | _DETERMINERS | _LEAD | frozenset(
+    "let lets while when after before as if then so but and once with in on at from by for "
+    "into near meanwhile suddenly finally now still any no yes ok okay please maybe perhaps "
+    "here there".split())
+
+
 def _named_first(tokens: Sequence[_Token], words: Sequence[str]) -> bool:
     """Whether an input's first word is someone: an owner ("Kestrel's secret is safe") or
     the one a later "him"/"her" means ("Tomas looks parched. I share my canteen with him")."""
     first = tokens[0]
-    if first.word in _STARTERS or _lemma(first.word) in _VERBS or len(tokens) < 2:
+    if len(tokens) < 2 or first.word in _OPENERS or first.word in _QUESTION_START \
+            or _lemma(first.word) in _VERBS or _lemma(first.word) in _NOT_DEEDS:
         return False
     if first.raw.endswith(("'s", "'")):
         return True
@@ -871,7 +886,7 @@ def read_deeds(text: str, entities: Sequence[Entity] = ()) -> list[Deed]:
                     event, after = "gift", head + 1  # "I slip Odile a few coins"
         if event is None and named and _WITHOUT_LEAVE.search(clause):
             event, after = "insulted", head + 1  # "I read Orla's letter without asking"
-        if event == "gift" and _fair_trade(clause):
+        if event == "gift" and fair_trade(clause):
             event = None  # "I buy a lamp from the Lampwrights at the marked price": a trade
         if event is None:
             last = aside_named[-1] if aside_named else last
@@ -927,7 +942,7 @@ _EXTRA = re.compile(r"\b(?:extra|tip|on top)\b", re.I)
 _MORE_THAN = frozenset("double twice triple thrice above over beyond more".split())
 
 
-def _fair_trade(clause: str) -> bool:
+def fair_trade(clause: str) -> bool:
     """Paid what was asked: a trade, not a gift ("double the asking price" is one, and
     so is "the full fee and a little extra")."""
     if _EXTRA.search(clause):
