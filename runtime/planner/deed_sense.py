@@ -4,21 +4,22 @@ stands, when no verb list in :mod:`.deeds` reads it.
 Players write "I carry off two crates of their saltglass", "swipe Odile's coin purse
 while she's busy" or "make sure the whole quay hears she waters her oil": no list holds
 every way of doing a thing, and one more verb list fixes one more phrasing. This reads
-the whole input instead, with a trained classifier: a regression per side (kind deed,
-harmful deed, standing question) over the input's MiniLM embedding beside its words
-and word pairs, the router's features (:mod:`.router`). Who is named is masked first
-("Odile" and "Captain Reyes" read as one name, "the Lampwrights" and "the Iron
-Syndicate" as one group), so what the classifier learns is the act, not the cast. A
-compound input is read clause by clause as well; the highest probability per side counts.
+the whole input instead, with three trained regressions (a deed or not, a standing
+question or not, and on deeds, kind or harmful) over the input's MiniLM embedding
+beside its words and word pairs, the router's features (:mod:`.router`). Who is named
+is masked first ("Odile" and "Captain Reyes" read as one name, "the Lampwrights" and
+"the Iron Syndicate" as one group), so what the classifier learns is the act, not the
+cast. A compound input is read clause by clause as well; the highest probability counts.
 
-The side whose probability is highest decides when it reaches :data:`DECIDE_AT`; the
-input's target is then whom it names (:meth:`DeedSense.read`). The deed's event (the
+A deed or a question is read when its probability reaches :data:`DECIDE_AT` and beats
+the other's; a deed's target is then whom the input names (:meth:`DeedSense.read`), and
+:meth:`DeedSense.turn` combines the reading with the verb lists. The deed's event (the
 skills' own table, :data:`.deeds.EVENTS`) is the nearest of :data:`EVENT_EXAMPLES` on the
 decided side: "swipe her purse" is ``stole``, "patch up his wounds" ``helped``.
 
 The weights ship beside this module (:data:`MODEL_PATH`); ``narratoria train deeds``
-fits them again from labelled datasets (the eval's JSONL, :func:`examples_from_cases`)
-and records the datasets' digest, so a test can tell when they went stale.
+fits them again from labelled datasets (the eval's JSONL, read by :func:`side_of_case`)
+and records the datasets and their digest, so a test can tell when they went stale.
 
 Invariants: no model of its own (the router's embedder is passed in, and the weights
 say which embedder they were fitted for); an event returned is one of :data:`.deeds.EVENTS`.
@@ -78,7 +79,8 @@ class Reading:
 
 @dataclass(frozen=True)
 class SenseModel:
-    """Fitted weights: per side, [embedding, word features, intercept]."""
+    """Fitted weights: per regression (deed, kind, query), [embedding, word features,
+    intercept]."""
 
     vocabulary: dict[str, int]
     weights: dict[str, np.ndarray]
@@ -139,10 +141,9 @@ _TOKEN = re.compile(r"[A-Za-z][A-Za-z'’-]*")  # as :mod:`.deeds` tokenises
 
 
 def features(embedder: EmbeddingBackend, texts: Sequence[str],
-             vocabulary: Mapping[str, int]) -> np.ndarray:
+             vocabulary: dict[str, int]) -> np.ndarray:
     vectors = np.asarray(embedder.embed_batch(list(texts)), dtype=np.float64)
-    return np.stack([np.concatenate([v, lexical(t, dict(vocabulary))])
-                     for v, t in zip(vectors, texts)])
+    return np.stack([np.concatenate([v, lexical(t, vocabulary)]) for v, t in zip(vectors, texts)])
 
 
 def fit(examples: Sequence[Example], embedder: EmbeddingBackend, *,
