@@ -196,6 +196,7 @@ def test_one_member_or_a_place_of_a_campaigns_faction_names_it(text, expected):
     "Something moves in the dark. I hit it with my staff",
     "i steal old boots from the stall",
     "i grab tonight's catch and ring the ship's bell",
+    "Throw the bones for him, old woman. Tell me whether he lives.",
     "I land on Titan and walk to the Tower",
 ])
 def test_no_one_is_made_up_from_places_and_things(text):
@@ -242,3 +243,26 @@ def test_train_deeds_names_the_bad_line(tmp_path, capsys):
     assert main(["train", "deeds", "--dataset", str(data), "--out", str(out)]) == 2
     assert f"{data}:2" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_no_deed_skill_offered_reads_nothing(embedder):
+    """With the default skill set (no npc-perception, no reputation) a turn pays for no
+    deed reading: the sense's weights are never even loaded."""
+    from narratoria.runtime.planner.model import ModelPlanner
+    from narratoria.runtime.planner.routed import routed_planner
+
+    registry = SkillRegistry([BUILTIN_SKILLS])
+    routed = routed_planner(ModelPlanner(skills=registry.get), embedder)
+    dice = tuple(s for s in registry.scripts(include_disabled=True) if s.skill == "dice-roller")
+    plan = asyncio.run(routed.generate(PlanRequest(
+        "I pour sand into Meret's ink pot", dice, entities=LONG_EBB)))
+    assert not [t for t in plan.tools if t.toolPath.split("/")[0] in
+                ("npc-perception", "reputation")]
+    assert routed.sense._model is None
+
+
+
+def test_a_sentence_start_far_into_a_long_input_is_found():
+    """Sentence starts are read from the gap before each word (linear in the input)."""
+    text = "word " * 4000 + ". Tomas looks parched. I share my canteen with him."
+    assert [m.entity.name for m in mentions(text)] == ["Tomas"]

@@ -495,19 +495,22 @@ def _words(text: str) -> list[str]:
 
 
 def _tokens(text: str) -> list[_Token]:
-    out = []
+    out: list[_Token] = []
     text = text.replace("’", "'")
+    gap = 0
     for match in _TOKEN.finditer(text):
         raw = match.group()
         bare = re.sub(r"'s$|'$", "", raw)
         if re.fullmatch(r"I'(?:m|ll|ve|d)", bare, re.I):
             bare = "I"
-        opens = not out or bool(_SENTENCE_END.search(text[:match.start()]))
+        # Only the gap since the last word is looked at: linear in the input's length.
+        opens = not out or bool(_SENTENCE_END.search(text, gap, match.start()))
+        gap = match.end()
         out.append(_Token(bare, bare.lower(), bare[:1].isupper(), len(out), raw, opens))
     return out
 
 
-_SENTENCE_END = re.compile(r"[.!?:;][\"')\]]*\s*[\"'(\[]*$")
+_SENTENCE_END = re.compile(r"[.!?:;]")
 
 
 def _lemma(word: str) -> str:
@@ -713,7 +716,8 @@ def _named_first(tokens: Sequence[_Token], words: Sequence[str]) -> bool:
     if tokens[1].capital:  # "Helix Dynamics' technicians": a group's name
         run = [t.word for t in itertools.takewhile(lambda t: t.capital, tokens)]
         return bool(_GROUP_WORDS & set(run))
-    return any(w in _REFERS for w in words[2:])
+    # "Tomas looks parched ... with him": a verb of his own, and a later him/her
+    return words[1].endswith("s") and any(w in _REFERS for w in words[2:])
 
 
 # Group nouns in the singular, named with their modifiers ("the harbour council"); a
@@ -976,12 +980,6 @@ _WITHOUT_LEAVE = re.compile(r"\bwithout (?:asking|permission|(?:his|her|their) (
                             r"permission|knowing|consent))", re.I)
 _GIFT_NOUNS = frozenset("alms donation donations offering offerings tithe collection "
                         "poor-box".split())
-# Verbs that only look, move or ask: no sense is read into them.
-_ONLY_LOOKING = (_NOT_DEEDS - {"tell", "show", "explain", "describe", "open", "close", "light"}) | {
-    "pray", "kneel", "worship", "rest", "sleep", "eat", "drink", "sit", "stand", "negotiate",
-    "bargain", "haggle", "talk", "speak", "chat", "meet", "visit", "join", "travel", "ride",
-    "sail", "row", "run", "hurry", "sneak", "hide", "wander", "stroll", "return"}
-
 
 _HARMS = frozenset(name for name, e in EVENTS.items() if e.perception < 0)
 

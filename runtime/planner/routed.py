@@ -68,7 +68,10 @@ class RoutedPlanner:
         routing = await asyncio.to_thread(self.router.route, request.player_input, offered)
         self.last_routing = routing
         refs = {s.ref for s in offered}
-        found, asks = await asyncio.to_thread(self.read, request.player_input, request.entities)
+        # No deed skill offered (the default set): nothing to read, no embedding to pay.
+        found, asks = (await asyncio.to_thread(self.read, request.player_input,
+                                               request.entities)
+                       if refs & {*UPDATE.values(), *QUERY.values()} else ([], False))
         deeds = [d for d in found if UPDATE[d.skill] in refs]
         chosen = decide(request, routing, deeds, refs, asks=asks)
         if self.trust_model:
