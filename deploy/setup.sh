@@ -9,20 +9,6 @@ python="${PYTHON:-python3}"
 stamp=".venv/.narratoria-installed"
 want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
 
-# setuptools' editable finder imports pathlib and more at *every* interpreter start
-# (~17 ms), and every Python skill process pays for it. A plain path entry to a
-# tree of symlinks onto runtime/, actors/ and clients/ costs nothing at start-up and
-# still picks up new modules without reinstalling.
-link_package() {
-    local site links
-    site="$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
-    links="$root/.venv/narratoria-src/narratoria"
-    mkdir -p "$links"
-    for pkg in runtime actors clients proto; do ln -sfn "$root/$pkg" "$links/$pkg"; done
-    rm -f "$site"/__editable__.narratoria-*.pth "$site"/__editable___narratoria_*_finder.py
-    echo "$root/.venv/narratoria-src" > "$site/narratoria.pth"
-}
-
 if [ ! -x .venv/bin/python ]; then
     echo "setup: creating .venv with $($python --version 2>&1)"
     "$python" -m venv .venv
@@ -45,7 +31,8 @@ else
         echo "setup: pip install failed (exit $status); see the messages above" >&2
         exit "$status"
     fi
-    link_package
+    # Venvs set up before the package was a real one linked it by hand.
+    rm -rf .venv/narratoria-src "$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/narratoria.pth"
     echo "$want" > "$stamp"
 fi
 .venv/bin/narratoria --version

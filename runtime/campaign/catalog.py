@@ -23,16 +23,17 @@ from .manifest import find_manifest
 from .package import is_package, open_campaign
 from .problems import CampaignError
 from .validate import validate
+from ..bundled import bundled_dir
 
 Source = Literal["builtin", "user"]
 
 
 def builtin_campaigns_dir() -> Path:
-    """The repository's ``campaigns/`` folder (the package is installed in place)."""
+    """The built-in campaigns (package data), or ``$NARRATORIA_BUILTIN_CAMPAIGNS``."""
     override = os.environ.get("NARRATORIA_BUILTIN_CAMPAIGNS")
     if override:
         return Path(override)
-    return Path(__file__).resolve().parents[2] / "campaigns"
+    return bundled_dir("campaigns")
 
 
 def user_campaigns_dir() -> Path:

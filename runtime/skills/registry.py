@@ -16,6 +16,7 @@ import os
 import threading
 from pathlib import Path
 
+from ..bundled import bundled_dir
 from .config import settings_path, settings_stamp, switched_off
 from .discovery import Discovery, Skill, SkillScript, discover, fingerprint, inside
 
@@ -60,11 +61,11 @@ def parse_tool_path(tool_path: str) -> tuple[str, str]:
 
 
 def builtin_skills_dir() -> Path:
-    """The repository's `skills/` folder (the package is installed in place)."""
+    """The built-in skills (package data), or ``$NARRATORIA_BUILTIN_SKILLS``."""
     override = os.environ.get("NARRATORIA_BUILTIN_SKILLS")
     if override:
         return Path(override)
-    return Path(__file__).resolve().parents[2] / "skills"
+    return bundled_dir("skills")
 
 
 def user_skills_dir() -> Path:

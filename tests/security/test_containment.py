@@ -228,9 +228,12 @@ def test_the_process_limit_falls_back_to_rlimit_nproc_for_a_normal_user():
     site = Path(sys.prefix) / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
     if os.geteuid() != 0 or not setpriv or not python.exists() or sys.version_info[:2] != (3, 11):
         pytest.skip("needs root (to become nobody), setpriv and /usr/bin/python3.11")
-    src = Path(sys.prefix) / "narratoria-src"
     folder = Path(tempfile.mkdtemp(prefix="nproc-", dir="/tmp"))  # nobody can read it
     folder.chmod(0o755)
+    # The system Python reads no .pth of the venv's (the editable install's finder), so
+    # the checkout is put on its path as the package it is.
+    (folder / "src").mkdir()
+    (folder / "src" / "narratoria").symlink_to(REPO)
     harness = folder / "harness.py"
     harness.write_text(textwrap.dedent(f"""
         import asyncio, json, site, sys
@@ -240,7 +243,7 @@ def test_the_process_limit_falls_back_to_rlimit_nproc_for_a_normal_user():
         from narratoria.runtime.process import ProcessLimits, run_script, script_env
         from narratoria.runtime.protocol import tool_input
         c = Containment("subreaper")
-        env = {{**script_env(None, "r"), "PYTHONPATH": {f"{site}:{src}"!r}}}
+        env = {{**script_env(None, "r"), "PYTHONPATH": {f"{site}:{folder / 'src'}"!r}}}
         before = user_tasks()
         out = asyncio.run(run_script({str(ESCAPEE / 'fork-children')!r},
             tool_input("r", "escapee", "fork-children", {{"count": 1000}}), env=env,
