@@ -17,7 +17,8 @@ from conftest import BUILTIN_SKILLS, REPO
 from narratoria.runtime.planner import deed_sense
 from narratoria.runtime.planner.base import PlanRequest
 from narratoria.runtime.planner.deed_sense import DeedSense, SenseModel, mask
-from narratoria.runtime.planner.deeds import campaign_entities, mentions, read_deeds
+from narratoria.runtime.planner.deeds import (campaign_entities, cast_entities, mentions,
+                                             read_deeds, unnamed)
 from narratoria.runtime.skills.registry import SkillRegistry
 
 LONG_EBB = campaign_entities(REPO / "campaigns" / "long_ebb")
@@ -65,7 +66,7 @@ def test_the_shipped_weights_are_current_with_their_datasets(embedder):
     ("I spend the evening scrubbing the soot off the Bellkeepers' chapel steps", LONG_EBB,
      ("faction", "bellkeepers", "up")),
     ("Once the colonel turns away I pour sugar into Sergeant Pike's fuel tank", (),
-     ("npc", "sergeant_pike", "down")),
+     ("npc", "pike", "down")),
 ])
 def test_a_deed_no_verb_list_reads_is_read_by_its_sense(sense, text, entities, expected):
     assert read_deeds(text, entities) == []  # the lists alone miss it
@@ -266,3 +267,110 @@ def test_a_sentence_start_far_into_a_long_input_is_found():
     """Sentence starts are read from the gap before each word (linear in the input)."""
     text = "word " * 4000 + ". Tomas looks parched. I share my canteen with him."
     assert [m.entity.name for m in mentions(text)] == ["Tomas"]
+
+
+# --- names a campaign's files give, and names as players type them ---------------------------
+
+CIRCUS_NPC = """---
+entity_type: npc
+entity_id: {id}
+name: {name}
+{extra}
+---
+"""
+CIRCUS_FACTION = """---
+entity_type: lore
+entity_id: {id}
+content_type: background
+kind: faction
+name: {name}
+tags: {tags}
+---
+"""
+
+
+@pytest.fixture(scope="module")
+def circus(tmp_path_factory) -> tuple:
+    """A campaign whose files give nicknames, titles, roles and people tags."""
+    root = tmp_path_factory.mktemp("circus")
+    (root / "campaign.yml").write_text("id: circus\ntitle: Circus\nversion: 1.0.0\n")
+    (root / "characters").mkdir()
+    (root / "factions").mkdir()
+    people = {"augustin_vell": ("Augustin Vell", "title: Ringmaster\nrole: ringmaster and owner"),
+              "dorran_hask": ("Dorran Hask", "nickname: Mallet\nrole: boss canvasman"),
+              "fennick": ("Fennick", "role: clown, juggler and tent-hand"),
+              "patience_gallow": ("Patience Gallow", "role: eldest of the sisters"),
+              "ines_marchetti": ("Ines Marchetti", "role: clown in training")}
+    for npc_id, (name, extra) in people.items():
+        (root / "characters" / f"character_{npc_id}.md").write_text(
+            CIRCUS_NPC.format(id=npc_id, name=name, extra=extra))
+    for fid, name, tags in (("tumbling_sisters", "the Tumbling Sisters", "[acrobats, trapeze]"),
+                            ("canvasmens_union", "the Canvasmen's Union", "[tents, union]")):
+        (root / "factions" / f"faction_{fid}.md").write_text(
+            CIRCUS_FACTION.format(id=fid, name=name, tags=tags))
+    return campaign_entities(root)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("spit on the ringmaster's boots", "augustin_vell"),        # a role the cast has once
+    ("Ringmaster Vell turns his back on me", "augustin_vell"),   # a title and a name
+    ("mallet u absolute donkey, i say", "dorran_hask"),          # a nickname
+    ("How do the acrobats feel about me these days?", "tumbling_sisters"),  # a people tag
+    ("i cross the canvasmen's picket line", "canvasmens_union"),  # "-men's" members
+    ("I buy a canvasman a drink", "canvasmens_union"),            # one of them
+    ("I tell patence gallo she is too old to fly", "patience_gallow"),  # misspelt
+    ("i lift fennicks purse", "fennick"),                        # an owner without apostrophe
+])
+def test_a_campaigns_files_name_its_people_as_players_do(circus, text, expected):
+    assert [m.entity.id for m in mentions(text, circus)][:1] == [expected]
+
+
+def test_a_role_two_characters_share_names_neither(circus):
+    assert mentions("I bow to the clown", circus) == []  # Fennick and Ines are both clowns
+
+
+def test_a_misspelling_near_two_names_names_neither():
+    cast = cast_entities({"a": {"name": "Marta"}, "b": {"name": "Maria"}})
+    assert mentions("I thank marja for the bread", cast) == []
+    assert mentions("I trim the wicks of the lamps", LONG_EBB) == []  # the word, not Wick
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("does hana actually trust me or nah", ["hana"]),
+    ("is varga still sore at me after what i said?", ["varga"]),
+    ("does anyone here trust me?", []),
+    ("is it safe to go?", []),
+])
+def test_a_lower_case_standing_question_names_whom_it_asks_about(text, expected):
+    assert [m.entity.id for m in mentions(text)] == expected
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("i frame jonah for the missing cashbox", "jonah"),
+    ("threaten ezra w my knife til he hands over the map", "ezra"),
+    ("i stand up for kessa when the drunk starts heckling her", "kessa"),
+])
+def test_a_deed_typed_in_lower_case_finds_whom_it_is_done_to(sense, text, expected):
+    """No capital, no cast: the word nearest a name rather than a thing is whom."""
+    assert unnamed(text)  # candidates exist, and no verb list or capital names anyone
+    assert [m for m in mentions(text) if not m.guess] == []
+    deeds, _ = sense.turn(text)
+    assert [d.target.id for d in deeds] == [expected]
+
+
+def test_a_lower_case_deed_guesses_no_one_when_the_cast_is_known(sense):
+    assert sense.turn("i frame jonah for the missing cashbox", LONG_EBB) == ([], False)
+    assert sense.turn("i kick the door open") == ([], False)
+
+
+@pytest.mark.parametrize("text", [
+    "I pay the church ferryman the usual two coppers to cross.",
+    "I buy a drink at the Saints' bar and pay what they charge.",
+    "I buy a loaf from the monks' stall at the price on the board.",
+    "Pay the Harbour Council's docking fee, standard rate.",
+    "In my head I picture the Iron Syndicate's tower burning. I don't actually do anything.",
+    "Maybe I should apologise to Odile later. Not now though.",
+    "I think about poisoning Corran's wine. Not tonight, though. I go up to bed.",
+])
+def test_a_fair_price_or_a_deed_only_thought_of_changes_no_one(sense, text):
+    assert sense.turn(text, LONG_EBB) == ([], False)

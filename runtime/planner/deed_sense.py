@@ -39,7 +39,7 @@ import numpy as np
 
 from ..embedding import EmbeddingBackend
 from .deeds import (EVENTS, PERCEPTION, REPUTATION, Deed, Entity, Mention, asks_standing,
-                    fair_trade, mentions, read_deeds)
+                    fair_trade, mentions, read_deeds, unnamed)
 from .router import PENALTY_C, build_vocabulary, clauses, fit_logistic, lexical, sigmoid
 
 KIND, HARMFUL, QUERY = "kind", "harmful", "query"
@@ -49,6 +49,8 @@ _REGRESSIONS = (DEED, KIND, QUERY)
 NONE = "none"
 DECIDE_AT = 0.6
 VETO_BELOW = 0.1
+NAMED_BY = 0.03
+_MAX_GUESSES = 12
 MODEL_PATH = Path(__file__).with_name("data") / "deed_sense.npz"
 
 # The names a mask puts in the place of whom the input names.
@@ -188,8 +190,11 @@ class DeedSense:
     """Reads an input's side with fitted weights (the shipped ones by default)."""
 
     def __init__(self, embedder: EmbeddingBackend, model: SenseModel | None = None, *,
-                 decide_at: float = DECIDE_AT, veto_below: float = VETO_BELOW) -> None:
+                 decide_at: float = DECIDE_AT, veto_below: float = VETO_BELOW,
+                 named_by: float = NAMED_BY) -> None:
         self.embedder = embedder
+        self.named_by = named_by
+        self._names: tuple[np.ndarray, np.ndarray] | None = None
         self.decide_at = decide_at
         self.veto_below = veto_below
         self._model = model
@@ -231,6 +236,11 @@ class DeedSense:
         deeds, asks = read_deeds(text, entities), asks_standing(text)
         reading = self.read(text, entities)
         sure = bool(reading.probabilities)  # no probabilities: weights for another embedder
+        if deeds and (_UNDONE.search(text) or (
+                fair_trade(text) and all(d.event == "gift" for d in deeds))):
+            # thought of, not done ("I think about robbing them. Not tonight."), or a
+            # price paid in another clause ("the docking fee, standard rate")
+            deeds = []
         if deeds:
             vetoed = sure and reading.probabilities[DEED] < self.veto_below
             return ([] if vetoed else deeds), False
@@ -238,7 +248,7 @@ class DeedSense:
             return [], True
         if reading.side == QUERY:
             return [], True
-        if _others_act(text, reading.named) or fair_trade(text):
+        if _others_act(text, reading.named) or fair_trade(text) or _UNDONE.search(text):
             return [], False
         deed = self.deed(text, entities, reading)
         return ([deed] if deed is not None else []), False
@@ -248,12 +258,40 @@ class DeedSense:
         """The deed an input does when its side is kind or harmful and it names whom."""
         reading = reading if reading is not None else self.read(text, entities)
         target = reading.target
+        if reading.side in (KIND, HARMFUL) and target is None \
+                and not any(e.kind == "npc" for e in entities):
+            target = self._unnamed_target(text, entities)
         if reading.side not in (KIND, HARMFUL) or target is None:
             return None
         event = self.event(mask(text, entities)[0], reading.side)
         size = EVENTS[event]
         delta = size.perception if target.entity.kind == "npc" else size.reputation
         return Deed(target.entity, event, delta, " ".join(text.split())[:120])
+
+    def _unnamed_target(self, text: str, entities: Sequence[Entity]) -> Mention | None:
+        """Whom a deed typed in lower case is done to when nothing names anyone ("i
+        frame jonah for the cashbox"): of the words that may be a name, the one whose
+        embedding is nearest to names rather than things, by at least
+        :data:`NAMED_BY`."""
+        candidates = unnamed(" ".join(text.split()))[:_MAX_GUESSES]
+        if not candidates:
+            return None
+        names, things = self._name_table()
+        words = np.asarray(self.embedder.embed_batch([c.entity.name for c in candidates]),
+                           dtype=np.float32)
+        score = words @ names - words @ things
+        best = int(np.argmax(score))
+        return candidates[best] if score[best] >= self.named_by else None
+
+    def _name_table(self) -> tuple[np.ndarray, np.ndarray]:
+        with self._lock:
+            if self._names is None:
+                centre = [np.mean(np.asarray(self.embedder.embed_batch(list(words)),
+                                             dtype=np.float32), axis=0)
+                          for words in (_NAMES, _THINGS)]
+                names, things = (c / np.linalg.norm(c) for c in centre)
+                self._names = (names, things)
+            return self._names
 
     def event(self, masked: str, side: str) -> str:
         """The nearest example event on ``side``."""
@@ -275,6 +313,11 @@ class DeedSense:
 
 
 _THIRD_PERSON = frozenset("he she they it".split())
+# A deed only thought of, or put off: "in my head I picture their tower burning",
+# "maybe I should apologise later. Not now though", "I decide to sleep on it".
+_UNDONE = re.compile(r"\b(?:not (?:now|tonight|yet|today)\b|sleep on it|(?:don't|do not|dont) "
+                     r"actually|decided? (?:not|against)|in my head|just (?:thinking|wondering)|"
+                     r"daydream|think(?:ing)? about \w+ing)", re.I)
 
 
 def _others_act(text: str, named: Sequence[Mention]) -> bool:
@@ -284,6 +327,13 @@ def _others_act(text: str, named: Sequence[Mention]) -> bool:
     subject = bool(words) and (words[0] in _THIRD_PERSON or any(m.start == 0 for m in named))
     return subject and not any(w in ("i", "we", "let", "lets") for w in words)
 
+
+# What a name and a thing read as to the embedder: a lower-case word nearer the first
+# is someone ("jonah", "kessa"), nearer the second something ("firewood", "map").
+_NAMES = tuple("Sam Anna Tom Maria John Sarah Peter Emma Ahmed Yuki Olga Carlos Fatima Liam "
+               "Chen Grace".split())
+_THINGS = tuple("door sword map bread firewood knife fire shed lock market wolf table coin "
+                "cart boat rope".split())
 
 # "Sam" stands for whoever the deed is done to.
 EVENT_EXAMPLES: Mapping[str, Sequence[str]] = {

@@ -34,6 +34,7 @@ import itertools
 import json
 import re
 import threading
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -117,28 +118,70 @@ _RANKS = frozenset("duke duchess abbess abbot king queen prince princess baron b
                    "emperor empress prior prioress reeve steward warden marshal general "
                    "commander innkeeper headman elder archbishop high-priest".split())
 _TITLES = frozenset("captain lady lord sir master mistress brother sister mother father doctor "
+                    "doc detective sergeant professor inspector "
                     "dr old young little the aunt uncle madam mister mr mrs miss farmer smith "
                     "goodwife goodman widow".split())
 
 
 def npc_entity(npc_id: str, name: str, faction: str = "",
-               others: Sequence[str] = ()) -> Entity:
+               others: Sequence[str] = (), also: Sequence[str] = (),
+               role: str = "") -> Entity:
     """An NPC named in full, by its first or its last name alone too where no other
-    NPC of ``others`` (their names) shares that word."""
+    NPC of ``others`` (their names) shares that word, by the other names ``also``
+    gives (a nickname, a title: "Mallet", "Ringmaster Vell"), and as "the ``role``"
+    ("the ringmaster") when the caller found the role to be this NPC's alone."""
     words = tuple(_words(name))
     aliases = [words] if words else []
     taken = {w for other in others if other != name for w in _words(other)}
     for word in {words[0], words[-1]} if len(words) > 1 else ():
         if word not in _TITLES and word not in taken and len(word) > 2:
             aliases.append((word,))
+    for other in also:
+        other_words = tuple(_words(other))
+        if other_words and other_words not in aliases:
+            aliases.append(other_words)
+    if role:
+        # "the ringmaster" names him; a lone lower-case "ringmaster" may be anyone's
+        aliases += [("the", role), (role,)] if (role,) not in aliases else [("the", role)]
     return Entity(npc_id, name, "npc", tuple(aliases), faction)
 
 
+_ROLE_END = re.compile(r"\s(?:of|and|to|for|who|in|at|from|on|with|since|but)\s|[,;:(/]")
+
+
+def role_noun(role: Any) -> str:
+    """The noun a character's ``role`` calls them by: "captain of the Tithe Wardens" is
+    the captain, "boss canvasman and head of the union" the canvasman."""
+    if not isinstance(role, str):
+        return ""
+    head = _words(_ROLE_END.split(" " + role.strip(), maxsplit=1)[0])
+    return head[-1] if head and len(head[-1]) > 2 and head[-1] not in _STOP else ""
+
+
+def other_names(sheet: Mapping[str, Any]) -> list[str]:
+    """The names a character or faction file gives besides ``name``: nicknames,
+    aliases and, for a character, a title with and without the name ("Ringmaster",
+    "Ringmaster Vell")."""
+    found: list[str] = []
+    for key in ("nickname", "nicknames", "aliases", "alias", "also_known_as", "known_as",
+                "short_name"):
+        value = sheet.get(key)
+        found += [value] if isinstance(value, str) else [
+            v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+    title, name = sheet.get("title"), sheet.get("name")
+    if isinstance(title, str) and len(_words(title)) == 1:
+        found.append(title)
+        if isinstance(name, str) and _words(name):
+            found += [f"{title} {_words(name)[-1]}", f"{title} {name}"]
+    return found
+
+
 def faction_entity(faction_id: str, name: str = "", others: Sequence[str] = (),
-                   holdings: tuple[Holding, ...] = ()) -> Entity:
+                   holdings: tuple[Holding, ...] = (), also: Sequence[str] = ()) -> Entity:
     """A faction by its name; by its last word alone ("the guild", "the wardens") or a
-    plural first word ("the Lampwrights") where no other faction of ``others`` (ids)
-    shares it."""
+    plural first word ("the Lampwrights", "the Canvasmen's Union") where no other
+    faction of ``others`` (ids) shares it; by the other names ``also`` gives (its
+    aliases, the people its tags name: "acrobats")."""
     shown = name or faction_id.replace("_", " ").title()
     words = tuple(_words(shown))
     aliases = {words, tuple(faction_id.split("_"))}
@@ -146,36 +189,50 @@ def faction_entity(faction_id: str, name: str = "", others: Sequence[str] = (),
     if len(words) > 1:
         if words[-1] not in taken:
             aliases.add((words[-1],))
-        if words[0].endswith("s") and words[0] not in taken:
-            aliases.add((words[0],))
+        first = words[1] if words[0] == "the" and len(words) > 2 else words[0]
+        if (first.endswith("s") or _PEOPLE.search(first)) and first not in taken:
+            aliases.add((first,))
+    aliases |= {tuple(_words(other)) for other in also if _words(other)}
     # One of them: "a warden", "the bellkeeper on duty", "a lampwright's workshop".
-    aliases |= {(word[:-1],) for alias in list(aliases) if len(alias) == 1
-                for word in alias if word.endswith("s") and not word.endswith("ss")
-                and word[:-1] not in taken}
+    aliases |= {(_singular(word),) for alias in list(aliases) if len(alias) == 1
+                for word in alias if _singular(word) != word and _singular(word) not in taken}
     return Entity(faction_id, shown, "faction", tuple(sorted(aliases, key=len, reverse=True)),
                   holdings=holdings)
 
 
+def _singular(word: str) -> str:
+    """One of a plural people noun: "wardens" -> "warden", "canvasmen" -> "canvasman"."""
+    if word.endswith("men"):
+        return word[:-3] + "man"
+    return word[:-1] if word.endswith("s") and not word.endswith("ss") else word
+
+
 def cast_entities(cast: Mapping[str, Mapping[str, Any]],
                   factions: Iterable[tuple[str, str]] = (),
-                  holdings: Mapping[str, tuple[Holding, ...]] | None = None
+                  holdings: Mapping[str, tuple[Holding, ...]] | None = None,
+                  faction_names: Mapping[str, Sequence[str]] | None = None
                   ) -> tuple[Entity, ...]:
-    """Entities of a session's ``npcs`` map (id -> {name, traits: {faction}}) and of
-    the campaign's factions ((id, name) pairs, with what each holds); a faction an NPC
-    belongs to is known even when no file declares it."""
+    """Entities of a session's ``npcs`` map (id -> {name, traits: {faction}}, and from a
+    campaign's files ``also``: other names, ``role``: a role noun) and of the campaign's
+    factions ((id, name) pairs, with what each holds and ``faction_names``: their other
+    names); a faction an NPC belongs to is known even when no file declares it."""
     names = [str(spec.get("name") or npc_id) for npc_id, spec in cast.items()]
+    roles = Counter(spec.get("role") for spec in cast.values())
     declared = dict(factions)
     npcs: list[Entity] = []
     for npc_id, spec in cast.items():
         traits = spec.get("traits")
         faction = traits.get("faction") if isinstance(traits, Mapping) else None
         faction = entity_id(faction) if isinstance(faction, str) else ""
-        npcs.append(npc_entity(npc_id, str(spec.get("name") or npc_id), faction, names))
+        role = spec.get("role") or ""
+        npcs.append(npc_entity(npc_id, str(spec.get("name") or npc_id), faction, names,
+                               spec.get("also") or (), role if roles[role] == 1 else ""))
         if faction:
             declared.setdefault(faction, "")
     ids = list(declared)
     held = holdings or {}
-    return (*npcs, *(faction_entity(fid, name, ids, held.get(fid, ()))
+    more = faction_names or {}
+    return (*npcs, *(faction_entity(fid, name, ids, held.get(fid, ()), more.get(fid, ()))
                      for fid, name in declared.items()))
 
 
@@ -199,14 +256,17 @@ def campaign_entities(root: Path | str) -> tuple[Entity, ...]:
             cast[meta.entity_id] = {"name": fm.get("name") or fm.get("display_name")
                                     or meta.entity_id.replace("_", " ").title(),
                                     "traits": {"faction": fm["faction"]}
-                                    if isinstance(fm.get("faction"), str) else {}}
+                                    if isinstance(fm.get("faction"), str) else {},
+                                    "also": other_names(fm), "role": role_noun(fm.get("role"))}
         elif meta.entity_type == "faction" or fm.get("kind") == "faction":
             factions.append((meta.entity_id, str(fm.get("name") or "")))
             sheets[meta.entity_id] = (fm, meta.body)
         elif fm.get("kind") == "location" or meta.entity_type in ("location", "world"):
             places.append((meta.entity_id, fm, meta.body))
     people = cast_entities(cast, factions, {fid: faction_holdings(fid, fm, body, places)
-                                            for fid, (fm, body) in sheets.items()})
+                                            for fid, (fm, body) in sheets.items()},
+                           {fid: [*other_names(fm), *_people_tags(fm.get("tags"))]
+                            for fid, (fm, _) in sheets.items()})
     return (*people, *_things(Path(root), places))
 
 
@@ -233,6 +293,12 @@ def _things(root: Path, places: Sequence[tuple[str, Mapping[str, Any], str]]) ->
 def _tag_words(tags: Any) -> list[tuple[str, ...]]:
     return [tuple(t.lower().replace("-", "_").split("_")) for t in tags
             if isinstance(t, str)] if isinstance(tags, list) else []
+
+
+def _people_tags(tags: Any) -> list[str]:
+    """The tags of a faction that name its people ("acrobats", "bellkeepers")."""
+    return [t[0] for t in _tag_words(tags) if len(t) == 1 and _singular(t[0]) != t[0]
+            and t[0] not in _THINGS and (_PEOPLE.search(t[0]) or t[0] in _GROUP_NOUNS)]
 
 
 def faction_holdings(faction_id: str, sheet: Mapping[str, Any], body: str,
@@ -469,7 +535,8 @@ _GROUP_WORDS = frozenset("guild guilds watch council temple order church company
                          "corporation consortium tribe family dynamics systems industries "
                          "corp inc co collective cartel authority directorate agency bureau "
                          "ministry institute foundation alliance federation empire republic "
-                         "coalition brethren choir".split())
+                         "coalition brethren choir corps salvage holdings enterprises "
+                         "logistics shipping mining trading".split())
 _NOT_PERSON_BEFORE = frozenset("the a an on in at into near across inside outside through "
                                "toward towards within".split())
 _PRONOUNS = {"him": "npc", "her": "npc", "them": "any"}
@@ -570,6 +637,17 @@ def mentions(text: str, entities: Sequence[Entity] = ()) -> list[Mention]:
                     and not (entity.kind == "npc" and _common_word(tokens, i, n)):
                 found.append(Mention(entity, i, i + n))
                 taken |= set(range(i, i + n))
+    # Typed as players type them: "odiles purse" (no apostrophe), "patence" (misspelt)
+    names = {a[0]: e for e in entities if e.kind == "npc" for a in e.aliases
+             if len(a) == 1 and len(a[0]) > 3}
+    for i, token in enumerate(tokens):
+        if i not in taken and token.word not in _STOP and _lemma(token.word) not in _VERBS and (
+                (token.word.endswith("s") and names.get(token.word[:-1]))
+                or (len(token.word) > 4 and _misspelt(token.word, names))):
+            entity = names.get(token.word[:-1]) or _misspelt(token.word, names)
+            if entity is not None and not _common_word(tokens, i, 1):
+                found.append(Mention(entity, i, i + 1))
+                taken.add(i)
     held = sorted(((a, e, h) for e in entities for h in e.holdings for a in h.aliases),
                   key=lambda p: -len(p[0]))
     for alias, entity, holding in held:
@@ -622,7 +700,7 @@ def mentions(text: str, entities: Sequence[Entity] = ()) -> list[Mention]:
                 # "the Duke", "the Abbess": someone known by a rank
                 found.append(Mention(Entity(run[0].word, run[0].text, "npc"), i, j))
             elif i > 0 and words[i - 1] == "the" and "of" not in [t.word for t in run] \
-                    and run[0].word not in _TITLES:
+                    and run[0].word not in _TITLES | _RANKS:
                 # "the Silver Hand" may be a group, a place or a thing
                 found.append(Mention(Entity(entity_id(name), name, "faction"), i, j,
                                      guess=True))
@@ -673,8 +751,66 @@ def mentions(text: str, entities: Sequence[Entity] = ()) -> list[Mention]:
                                      guess=not known))
                 taken |= set(range(start, i + 1))
         i += 1
+    if not found and lower_case and not knows_cast and _asked_about(words):
+        # "does hana trust me", "is varga still sore at me": whom a question asks about
+        found.append(Mention(Entity(entity_id(words[1]), tokens[1].text, "npc"), 1, 2))
     return sorted((replace(m, owner=True) if tokens[m.end - 1].raw.endswith(("'s", "'"))
                    else m for m in found), key=lambda m: m.start)
+
+
+_CHAT = frozenset("u ur w lol ngl im ima gonna wanna gotta rn tbh idk ok okay pls plz "
+                  "yeah yes no nah kinda sorta shes hes theyre youre dont doesnt cant wont "
+                  "didnt isnt wasnt aint thats whats theres ive youve".split())
+
+
+_DOERS = frozenset("i we you he she they".split())
+
+
+def unnamed(text: str) -> list[Mention]:
+    """Words of a lower-case input that may be whom it names when no cast is known and
+    nothing else names anyone ("i frame jonah for the missing cashbox"): not a verb, a
+    pronoun, a function word or a thing. Deciding which is left to the caller."""
+    tokens = _tokens(text)
+    out = []
+    for i, token in enumerate(tokens):
+        word = token.word
+        if i == 0 or len(word) < 3 or token.capital or word in _STOP | _OPENERS | _SUBJECTS \
+                | _ME | _CHAT | _THINGS | _TITLES | _RANKS or _lemma(word) in _VERBS \
+                or word.endswith(("ly", "ing", "ed")) or tokens[i - 1].word in _DOERS \
+                or _DETERMINERS & {t.word for t in tokens[max(0, i - 2):i]}:
+            # a name takes no determiner ("the widow", "the old priest" are no one's
+            # name), and what follows "i" is what I do
+            continue
+        kind: Kind = "faction" if _PEOPLE.search(word) or word in _GROUP_NOUNS else "npc"
+        out.append(Mention(Entity(entity_id(word), token.text, kind), i, i + 1, guess=True))
+    return out
+
+
+def _misspelt(word: str, names: Mapping[str, Entity]) -> Entity | None:
+    """The NPC whose one-word name ``word`` misspells by one letter left out, added,
+    changed or two swapped ("patence", "fenick", "pateince"), when only one does."""
+    near = {e.id: e for name, e in names.items()
+            if len(name) > 4 and name != word and _one_edit(word, name)}
+    return next(iter(near.values())) if len(near) == 1 else None
+
+
+def _one_edit(a: str, b: str) -> bool:
+    if abs(len(a) - len(b)) > 1:
+        return False
+    i = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    return (a[i + 1:] == b[i + 1:] or a[i + 1:] == b[i:] or a[i:] == b[i + 1:]
+            or (a[i + 1:i + 2] == b[i:i + 1] and a[i:i + 1] == b[i + 1:i + 2]
+                and a[i + 2:] == b[i + 2:]))
+
+
+def _asked_about(words: Sequence[str]) -> bool:
+    """Whether the second word of a standing question typed in lower case is whom it asks
+    about: "does hana trust me" (not "does anyone", "is it", "do the wardens")."""
+    return (len(words) > 3 and words[0] in ("does", "did", "is", "was", "would", "will",
+                                            "has", "can")
+            and len(words[1]) > 2 and words[1] not in _OPENERS | _SUBJECTS | _ME | _STOP
+            and words[1] not in ("you", "anyone", "anybody", "people")
+            and _lemma(words[1]) not in _VERBS and asks_standing(" ".join(words) + "?"))
 
 
 _DETERMINERS = frozenset("the a an my his her their its your our this that some".split())
@@ -728,7 +864,7 @@ _COLLECTIVES = frozenset("council guild watch clan tribe crew parish brotherhood
                          "convent priory cathedral village town city".split())
 # Plurals that name people by what they do or where they are from: "the fishmongers",
 # "the slavers", "the zealots"... unless the word is a common thing.
-_PEOPLE = re.compile(r"(?:[a-z]{3,}(?:ers|ors|ists|ians|eers|ants|ents|ites|men|folk|ots|"
+_PEOPLE = re.compile(r"(?:[a-z]{3,}(?:ers|ors|ists|ians|eers|ants|ents|ites|men|folk|ots|ats|"
                      r"ards|ains|ics))$")
 _THINGS = frozenset("papers letters orders waters rafters flowers numbers borders quarters "
                     "shoulders knuckles whiskers slippers trousers drawers lockers tankards "
@@ -939,9 +1075,14 @@ def read_deeds(text: str, entities: Sequence[Entity] = ()) -> list[Deed]:
     return list(deeds.values())
 
 
-_FAIR_TRADE = re.compile(r"\b(?:(?:at|for|pay|paying|pays|paid) )?(?:the|their|his|her|a|its) "
-                         r"(?:marked|asking|going|listed|normal|usual|fair|posted|standard|full) "
-                         r"(?:price|rate|fee)\b", re.I)
+_FAIR_TRADE = re.compile(
+    r"\b(?:(?:at|for|pay|paying|pays|paid) )?(?:(?:the|their|his|her|a|its) )?"
+    r"(?:marked|asking|going|listed|normal|usual|fair|posted|standard|full|regular) "
+    r"(?:price|rate|fee|fare|toll)\b"
+    r"|\bwhat (?:they|he|she|it|you) (?:charges?|asks?|asked|wants?)\b"
+    r"|\bprice on the (?:board|sign|tag|slate|menu)\b"
+    r"|\b(?:the usual|the exact|exact) (?:\w+ )?(?:coins?|coppers?|pennies|silver|fare|change)\b",
+    re.I)
 _EXTRA = re.compile(r"\b(?:extra|tip|on top)\b", re.I)
 _MORE_THAN = frozenset("double twice triple thrice above over beyond more".split())
 
