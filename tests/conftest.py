@@ -109,7 +109,7 @@ def pattern_daemon(tmp_path_factory: pytest.TempPathFactory):
     and never assume the daemon is fresh. Plans name registered skills only: the test
     skills are registered, and a test's own skill goes into ``d.skills_root`` (the
     daemon picks it up at the next plan)."""
-    from test_daemon import Daemon
+    from support.daemon import Daemon
 
     own = linked_test_skills(tmp_path_factory.mktemp("pattern-skills"))
     d = Daemon("--planner", "pattern", "--skills-dir", str(own))
@@ -142,3 +142,16 @@ def zygote():
     z.start()
     yield z
     z.close()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test of a module that starts daemons (it holds :class:`support.daemon.Daemon`), or
+    that uses a daemon fixture (every one is named so), is a ``daemon`` test: the fast
+    subset (``-m "not daemon and not model and not browser"``) leaves it out."""
+    from support.daemon import Daemon
+
+    for item in items:
+        module = getattr(item, "module", None)
+        if getattr(module, "Daemon", None) is Daemon or any(
+                "daemon" in name for name in getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.daemon)

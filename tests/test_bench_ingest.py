@@ -5,6 +5,8 @@ from __future__ import annotations
 import filecmp
 from pathlib import Path
 
+import pytest
+
 from narratoria.clients.bench_ingest import (
     TARGETS,
     cold_target_s,
@@ -15,6 +17,8 @@ from narratoria.clients.bench_ingest import (
 from narratoria.runtime.campaign import chunk_file, validate
 
 from conftest import TESTS
+
+pytestmark = pytest.mark.model
 
 TINY = TESTS / "fixtures" / "campaigns" / "tiny"
 

@@ -227,6 +227,7 @@ def test_cli_validate_prints_every_problem_and_fails():
                                                          "version": "1.0.0"}
 
 
+@pytest.mark.model
 def test_cli_ingest_stores_the_campaign_and_reports_progress(tiny, tmp_path):
     data = tmp_path / "data"
     code, out, err = run_cli("campaigns", "ingest", str(tiny), "--data-dir", str(data), "--json")

@@ -24,6 +24,8 @@ from narratoria.runtime.planner.narration import NarrationContext
 from narratoria.runtime.planner.narration_scores import broken_choices
 from narratoria.runtime.planner.pick import Picker, PickError
 
+pytestmark = pytest.mark.model
+
 
 def test_the_models_own_numbering_and_empty_options_are_dropped():
     raw = ["1. Unlock the door", "2) Run", "- Hide", "...", "  ", "unlock   the door", "Go 2 ways"]

@@ -136,6 +136,7 @@ def test_bench_store_json_small(tmp_path):
     assert "query_state" in out.read_text()
 
 
+@pytest.mark.model
 def test_bench_store_with_the_model_reports_the_fp32_baseline(tmp_path):
     out = tmp_path / "BENCH.md"
     proc = cli("bench", "store", "--memories", "50", "--records", "60", "--lore", "20",

@@ -12,12 +12,16 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from narratoria.clients.bench_crash import (CrashDaemon, marked_processes, run_crash_bench,
                                             write_plan, write_skill)
 from narratoria.clients.client import NarratoriaClient
 
 from conftest import process_alive
-from test_daemon import HASH_EMBEDDER
+from support.daemon import HASH_EMBEDDER
+
+pytestmark = pytest.mark.daemon
 
 
 def test_two_sigkill_cycles_lose_no_acknowledged_write_and_leave_no_process():

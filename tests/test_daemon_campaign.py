@@ -14,7 +14,7 @@ import pytest
 from conftest import TESTS
 from narratoria.clients.client import ClientError
 from skill_plans import run_plan
-from test_daemon import kinds, play
+from support.daemon import kinds, play
 
 REPO = TESTS.parent
 TINY = TESTS / "fixtures" / "campaigns" / "tiny"

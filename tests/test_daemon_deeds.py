@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from test_daemon import Daemon, kinds, play
+from support.daemon import Daemon, kinds, play
 
 
 @pytest.fixture(scope="module")

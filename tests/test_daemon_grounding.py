@@ -12,7 +12,7 @@ from narratoria.runtime.embedding import LocalEmbedding
 from narratoria.runtime.grounding import lore_scope
 from narratoria.runtime.store import LoreChunk, PersistenceStore
 
-from test_daemon import Daemon, kinds, play
+from support.daemon import Daemon, kinds, play
 
 LORE = [
     ("characters/npcs/blacksmith/profile.md", "frontmatter", 1, ["gareth"],

@@ -21,6 +21,8 @@ from narratoria.runtime.planner.deeds import (campaign_entities, cast_entities, 
                                              read_deeds, unnamed)
 from narratoria.runtime.skills.registry import SkillRegistry
 
+pytestmark = pytest.mark.model
+
 LONG_EBB = campaign_entities(REPO / "campaigns" / "long_ebb")
 
 

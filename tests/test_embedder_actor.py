@@ -5,9 +5,12 @@ from __future__ import annotations
 import asyncio
 
 import numpy as np
+import pytest
 
 from narratoria.actors.embedder import EmbedderActor
 from narratoria.runtime.embedding import shared_local
+
+pytestmark = pytest.mark.daemon
 
 
 def test_concurrent_requests_share_forward_passes_and_get_their_own_vectors():

@@ -12,7 +12,7 @@ from conftest import TESTS
 from narratoria.runtime.planner.narration_scores import dice_consistency, sentences
 from narratoria.runtime.resolution import engine_roll
 from skill_plans import run_plan
-from test_daemon import kinds, play
+from support.daemon import kinds, play
 
 TWO_BEATS = TESTS / "fixtures" / "campaigns" / "two_beats"
 

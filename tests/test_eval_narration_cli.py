@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from narratoria.runtime.planner import narration_eval as ne
-from test_daemon import Daemon
+from support.daemon import Daemon
 
 SCRIPT = [
     {"session": "quay", "text": "I ask Odile Venn what she wants from the Undercourt",

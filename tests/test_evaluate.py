@@ -39,6 +39,8 @@ from narratoria.runtime.planner.evaluate import (
 )
 from narratoria.runtime.skills import SkillRegistry, SkillScript
 
+pytestmark = pytest.mark.model
+
 DATASET = REPO / "tests" / "data" / "planner_eval.jsonl"
 DICE = "dice-roller"
 BUILTIN = tuple(SkillRegistry([BUILTIN_SKILLS]).scripts(include_disabled=True))

@@ -18,6 +18,8 @@ from narratoria.runtime.planner.gguf import (
 )
 from narratoria.runtime.planner.model import ModelPlanner, default_model_path
 
+pytestmark = pytest.mark.model
+
 
 @pytest.fixture(scope="module")
 def cache_home(tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -20,7 +20,7 @@ from google.protobuf.json_format import MessageToJson
 
 from narratoria.proto import narratoria_pb2 as pb
 from narratoria.proto import narratoria_pb2_grpc as rpc
-from test_daemon import cli, daemon_token
+from support.daemon import cli, daemon_token
 
 HIDDEN_ID = "drowned_regard"
 HIDDEN_PATH = f"player.stats.{HIDDEN_ID}"

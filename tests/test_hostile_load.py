@@ -23,7 +23,7 @@ from narratoria.clients.client import NarratoriaClient
 from narratoria.clients.loadtest import leaked_processes
 
 from conftest import FIXTURE_SKILLS, REPO, fixture_processes, process_alive
-from test_daemon import HASH_EMBEDDER, Daemon
+from support.daemon import HASH_EMBEDDER, Daemon
 
 LIMITS = REPO / "tests" / "fixtures" / "limits"
 THREADS = 6

@@ -14,7 +14,7 @@ import pytest
 from conftest import FIXTURE_SKILLS
 from narratoria.clients.client import NarratoriaClient
 from narratoria.clients.loadtest import leaked_processes, run_loadtest
-from test_daemon import HASH_EMBEDDER, Daemon
+from support.daemon import HASH_EMBEDDER, Daemon
 
 LIMIT = 2
 SLEEP_PLAN = {"requestId": "load-1", "narrative": "Three sleepers.", "parallel": True,

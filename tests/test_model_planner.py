@@ -43,6 +43,8 @@ from narratoria.runtime.planner.grammar import (
 from narratoria.runtime.planner.model import salvage_truncated
 from narratoria.runtime.skills import SkillRegistry, SkillScript
 
+pytestmark = pytest.mark.model
+
 DICE = "dice-roller/roll-dice"
 
 # Three disabled sets, not ten: each set is a different skills prompt to read, and

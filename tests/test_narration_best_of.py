@@ -12,6 +12,8 @@ from narratoria.runtime.planner.model import ModelPlanner, resolve_narration_mod
 from narratoria.runtime.planner.narration import NarrationContext
 from narratoria.runtime.planner.narration_scores import meta_talk, narrator_first_person, unsafe
 
+pytestmark = pytest.mark.model
+
 
 @pytest.fixture(scope="module")
 def planner() -> ModelPlanner:

@@ -11,6 +11,8 @@ from narratoria.runtime.planner.decoding import (FORBID, REPEAT_NGRAM_BIAS, Narr
                                                  NarrationVocab, PreviousTurnNgrams, QuoteState)
 from narratoria.runtime.planner.model import default_model_path
 
+pytestmark = pytest.mark.model
+
 
 @pytest.fixture(scope="module")
 def llm():

@@ -14,7 +14,7 @@ from narratoria.runtime.campaign.loaded import load_campaign
 from narratoria.runtime.planner.choices import MAX_CHOICES, MIN_CHOICES
 from narratoria.runtime.planner.narration_scores import broken_choices
 from narratoria.runtime.scene_world import campaign_world, opening_text
-from test_daemon import cli, kinds, play
+from support.daemon import cli, kinds, play
 
 CAMPAIGNS = TESTS.parent / "campaigns"
 EBB_PEOPLE = ["Odile Venn", "Corran Hale", "Meret Alder", "Tamsin Cask", "Wick"]

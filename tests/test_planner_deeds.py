@@ -41,6 +41,8 @@ from narratoria.runtime.planner.evaluate import (
 )
 from narratoria.runtime.skills.registry import SkillRegistry
 
+pytestmark = pytest.mark.model
+
 LONG_EBB = campaign_entities(REPO / "campaigns" / "long_ebb")
 NINTH = campaign_entities(REPO / "campaigns" / "ninth_milestone")
 BUILTIN_NAMES = frozenset(s.skill for s in SkillRegistry([BUILTIN_SKILLS]).scripts(

@@ -32,6 +32,8 @@ from conftest import TESTS
 from narratoria.clients.client import NarratoriaClient
 from skill_plans import finished, run_plan, tool_events
 
+pytestmark = pytest.mark.daemon
+
 RAY = Path(sys.executable).parent / "ray"
 RESOURCE = "narratoria_planner"
 SKILLS = "narratoria_skills"  # offered by the second node only

@@ -18,6 +18,8 @@ from narratoria.runtime.planner.router import (SkillRouter, build_vocabulary, cl
 from narratoria.runtime.skills.discovery import SkillError, load_skill
 from narratoria.runtime.skills.registry import SkillRegistry
 
+pytestmark = pytest.mark.model
+
 
 @pytest.fixture(scope="module")
 def registry() -> SkillRegistry:

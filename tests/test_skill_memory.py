@@ -11,7 +11,7 @@ import pytest
 
 from conftest import REPO
 from skill_plans import failed_on_bad_input, finished, run_plan, run_script, skills_check, tool_events
-from test_daemon import Daemon, done_of
+from support.daemon import Daemon, done_of
 
 SKILL = REPO / "skills" / "memory"
 

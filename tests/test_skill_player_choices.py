@@ -15,7 +15,7 @@ import pytest
 
 from conftest import REPO
 from skill_plans import finished, run_plan, run_script, skills_check, tool_events
-from test_daemon import done_of
+from support.daemon import done_of
 
 SKILL = REPO / "skills" / "player-choices"
 SCRIPTS = SKILL / "scripts"

@@ -25,7 +25,7 @@ import pytest
 
 from conftest import REPO
 from skill_plans import failed_on_bad_input, finished, run_plan, run_script, skills_check, tool_events
-from test_daemon import HASH_EMBEDDER, Daemon, done_of, kinds
+from support.daemon import HASH_EMBEDDER, Daemon, done_of, kinds
 
 SKILL = REPO / "skills" / "character-portraits"
 SILHOUETTE = SKILL / "assets" / "silhouette.png"

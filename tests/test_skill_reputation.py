@@ -19,7 +19,7 @@ import pytest
 from conftest import REPO
 from skill_plans import (failed_on_bad_input, finished, install_skill, run_plan, run_script,
                          skills_check, tool_events)
-from test_daemon import done_of
+from support.daemon import done_of
 
 SKILL = REPO / "skills" / "reputation"
 SCRIPTS = SKILL / "scripts"

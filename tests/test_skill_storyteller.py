@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from test_daemon import HASH_EMBEDDER, Daemon, done_of, kinds
+from support.daemon import HASH_EMBEDDER, Daemon, done_of, kinds
 
 NARRATE = REPO / "skills" / "storyteller" / "scripts" / "narrate"
 

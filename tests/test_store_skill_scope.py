@@ -25,7 +25,7 @@ from conftest import TESTS
 from narratoria.proto import narratoria_pb2 as pb
 from narratoria.proto import narratoria_pb2_grpc as rpc
 from skill_plans import finished, run_plan, tool_events
-from test_daemon import Daemon, kinds
+from support.daemon import Daemon, kinds
 
 FIXTURE = TESTS / "fixtures" / "store-scope"
 BARE_PROBE = FIXTURE / "bare-probe"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from test_daemon import DICE_PLAN, HASH_EMBEDDER, Daemon, kinds
+from support.daemon import DICE_PLAN, HASH_EMBEDDER, Daemon, kinds
 
 STATUS_QUERY = """
 import json, logging, sys, ray

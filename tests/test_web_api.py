@@ -16,6 +16,8 @@ from PIL import Image
 from narratoria.clients.client import ClientError, NarratoriaClient
 from narratoria.runtime.identity import ClientRegistry
 
+pytestmark = pytest.mark.daemon
+
 REPO = Path(__file__).resolve().parent.parent
 LONG_EBB = REPO / "campaigns" / "long_ebb"
 DESCRIPTION = "A salt-stained salvager who owes the Lampwrights more than she can pay."
@@ -30,7 +32,7 @@ def png(size=(40, 60), color=(20, 120, 200)) -> bytes:
 @pytest.fixture(scope="module")
 def web(tmp_path_factory):
     """A daemon of its own, whose skill settings live in a temporary config dir."""
-    from test_daemon import HASH_EMBEDDER, Daemon
+    from support.daemon import HASH_EMBEDDER, Daemon
 
     config = tmp_path_factory.mktemp("config")
     saved = os.environ.get("NARRATORIA_CONFIG_DIR")

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.browser
+
 CHROMIUM = Path("/usr/bin/chromium")
 if not CHROMIUM.exists():
     pytest.skip("no /usr/bin/chromium (Debian package `chromium`): the browser tests need it; "
@@ -44,7 +46,7 @@ TURN_TIMEOUT_MS = 120_000
 
 @pytest.fixture(scope="module")
 def gateway(config_dir, tmp_path_factory):
-    from test_daemon import HASH_EMBEDDER, Daemon
+    from support.daemon import HASH_EMBEDDER, Daemon
 
     daemon = Daemon("--planner", "pattern", *HASH_EMBEDDER, "--skills-dir",
                     str(linked_test_skills(tmp_path_factory.mktemp("skills"))))

@@ -89,7 +89,7 @@ class LiveGateway:
 
 @pytest.fixture(scope="module")
 def daemon(config_dir, tmp_path_factory):
-    from test_daemon import HASH_EMBEDDER, Daemon
+    from support.daemon import HASH_EMBEDDER, Daemon
 
     d = Daemon("--planner", "pattern", *HASH_EMBEDDER, "--skills-dir",
                str(linked_test_skills(tmp_path_factory.mktemp("skills"))))

@@ -18,6 +18,8 @@ from narratoria.runtime.planner.narration import NarrationContext
 from narratoria.runtime.planner.narration_scores import broken_choices
 from narratoria.runtime.scene_world import campaign_world, scene_facts
 
+pytestmark = pytest.mark.model
+
 CAMPAIGNS = TESTS.parent / "campaigns"
 # The words of a menu line that name nothing ("Ask X about the Y", "Hold the Z ready").
 _LINKS = {"the", "and", "about", "around", "ready", "for", "with", "to", "at", "of", "talk",

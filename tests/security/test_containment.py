@@ -37,7 +37,7 @@ from narratoria.runtime.limits import ResourceLimits
 from narratoria.runtime.process import ProcessLimits, run_script, script_env
 from narratoria.runtime.protocol import tool_input
 from narratoria.runtime.zygote import Zygote
-from test_daemon import HASH_EMBEDDER, Daemon
+from support.daemon import HASH_EMBEDDER, Daemon
 
 ROOT = TESTS / "security" / "fixtures" / "containment"
 ESCAPEE = ROOT / "escapee" / "scripts"

@@ -31,7 +31,7 @@ from narratoria.proto import narratoria_pb2 as pb
 from narratoria.proto import narratoria_pb2_grpc as rpc
 from narratoria.runtime.endpoint import TOKEN_NAME, client_token, unix_endpoint
 
-from test_daemon import HASH_EMBEDDER, Daemon
+from support.daemon import HASH_EMBEDDER, Daemon
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "identity"
 NARRATORIA = Path(sys.executable).parent / "narratoria"

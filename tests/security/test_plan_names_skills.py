@@ -26,7 +26,7 @@ from pathlib import Path
 
 from conftest import FIXTURE_SKILLS
 from skill_plans import finished, run_plan
-from test_daemon import cli
+from support.daemon import cli
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "plan-paths"
 NARRATORIA = Path(sys.executable).parent / "narratoria"

@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from test_daemon import HASH_EMBEDDER, Daemon
+from support.daemon import HASH_EMBEDDER, Daemon
 
 CLI = [sys.executable, "-m", "narratoria.clients.cli"]
 

@@ -17,7 +17,7 @@ import pytest
 
 from narratoria.runtime import sandbox
 from skill_plans import finished, run_plan, tool_events
-from test_daemon import Daemon
+from support.daemon import Daemon
 
 pytestmark = pytest.mark.skipif(not sandbox.available(), reason="this kernel has no Landlock")
 

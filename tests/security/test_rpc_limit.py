@@ -26,7 +26,7 @@ from conftest import FIXTURE_SKILLS
 from narratoria.actors import daemon as daemon_module
 from narratoria.proto import narratoria_pb2 as pb
 from narratoria.proto import narratoria_pb2_grpc as rpc
-from test_daemon import Daemon, daemon_token
+from support.daemon import Daemon, daemon_token
 
 DEFAULT_MAX_CONCURRENT_RPCS = 512  # actors/daemon.py's, checked below
 # A turn whose plan runs a skill that never finishes: with --skill-limit 1 the first runs

@@ -240,7 +240,7 @@ def test_on_a_kernel_without_scopes_writes_stay_confined_and_it_is_said_once(
 
 @pytest.fixture
 def vandal_daemon(tmp_path, config_dir):
-    from test_daemon import Daemon
+    from support.daemon import Daemon
 
     home = tmp_path / "home"
     (home / ".config").mkdir(parents=True)

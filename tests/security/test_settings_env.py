@@ -25,7 +25,7 @@ import pytest
 from narratoria.runtime.skills import config as skill_config
 from narratoria.runtime.skills.discovery import load_skill
 from skill_plans import finished, run_plan, tool_events
-from test_daemon import Daemon
+from support.daemon import Daemon
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "settings-env"
 NARRATORIA = Path(sys.executable).parent / "narratoria"

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from skill_plans import finished, run_plan, tool_events
-from test_daemon import Daemon, kinds
+from support.daemon import Daemon, kinds
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "skill-caps"
 NARRATORIA = Path(sys.executable).parent / "narratoria"

@@ -19,7 +19,7 @@ import pytest
 from narratoria.runtime.endpoint import client_token, unix_endpoint
 
 from support_soak import MIB, flood, tree_report, tree_rss
-from test_daemon import Daemon
+from support.daemon import Daemon
 
 WARMUP = 300        # requests before the baseline: workers, caches and allocators warm
 FLOOD = 1000        # requests measured (about 10 s here; before the fix 1,000 grew it by ~2 GB)

@@ -21,7 +21,7 @@ import pytest
 from narratoria.proto import narratoria_pb2 as pb
 from narratoria.proto import narratoria_pb2_grpc as rpc
 from narratoria.runtime.endpoint import TOKEN_METADATA
-from test_daemon import HASH_EMBEDDER, Daemon
+from support.daemon import HASH_EMBEDDER, Daemon
 
 SKILLS = Path(__file__).resolve().parent / "fixtures" / "state-caps"
 MIB = 1 << 20

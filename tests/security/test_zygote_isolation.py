@@ -25,7 +25,7 @@ from narratoria.runtime.containment import Containment, ContainmentError
 from narratoria.runtime.limits import ResourceLimits
 from narratoria.runtime.process import script_env
 from narratoria.runtime.zygote import Zygote
-from test_daemon import HASH_EMBEDDER, Daemon
+from support.daemon import HASH_EMBEDDER, Daemon
 
 ROOT = TESTS / "security" / "fixtures" / "containment"
 
