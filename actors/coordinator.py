@@ -24,29 +24,29 @@ from typing import Any, AsyncIterator, Callable
 
 import ray
 
-from narratoria.runtime.analytics import AnalyticsLog
-from narratoria.runtime.canon import Canon, scene_names
 from narratoria.runtime.campaign import CampaignError
 from narratoria.runtime.campaign.library import CampaignLibrary, CampaignNotFound
 from narratoria.runtime.campaign.loaded import LoadedCampaign, merge_trees
 from narratoria.runtime.characters import CharacterStore
 from narratoria.runtime.characters.realize import load_campaign_context, realize
-from narratoria.runtime.executor import ExecutorEvent
 from narratoria.runtime.files import PRIVATE_UMASK
-from narratoria.runtime.plan import ExecutionResult, Plan, decode_plan
 from narratoria.runtime.planner.base import PlanRequest
+from narratoria.runtime.planner.choices import SceneFacts, fallback_choices
 from narratoria.runtime.planner.deeds import session_entities
 from narratoria.runtime.planner.fixed import FixedPlanner
 from narratoria.runtime.planner.narration import NarrationContext
 from narratoria.runtime.planner.pattern import PatternPlanner
-from narratoria.runtime.resolution import Rules
-from narratoria.runtime.planner.choices import SceneFacts, fallback_choices
-from narratoria.runtime.scene import SceneInput, SceneServices, run_scene, scene_summary
-from narratoria.runtime.scene_world import campaign_world, opening_text, scene_facts
-from narratoria.runtime.sessions import SessionEnded, SessionRecord
+from narratoria.runtime.sessions.store import SessionEnded, SessionRecord
+from narratoria.runtime.sessions.storyline import OpenScene
+from narratoria.runtime.skillrun.executor import ExecutorEvent
+from narratoria.runtime.skillrun.plan import ExecutionResult, Plan, decode_plan
 from narratoria.runtime.state import SessionState
 from narratoria.runtime.store import MemoryEvent
-from narratoria.runtime.storyline import OpenScene
+from narratoria.runtime.turn.analytics import AnalyticsLog
+from narratoria.runtime.turn.canon import Canon, scene_names
+from narratoria.runtime.turn.resolution import Rules
+from narratoria.runtime.turn.scene import SceneInput, SceneServices, run_scene, scene_summary
+from narratoria.runtime.turn.scene_world import campaign_world, opening_text, scene_facts
 
 log = logging.getLogger(__name__)
 

@@ -65,16 +65,16 @@ class DaemonConfig:
     planner_resource: str | None = None
     # The same for the skill supervisor: skills then run on the node offering it.
     supervisor_resource: str | None = None
-    # The most a SKILL.md or a plan may ask for (runtime/limits.py SkillCaps), by field.
+    # The most a SKILL.md or a plan may ask for (runtime/skillrun/limits.py SkillCaps), by field.
     skill_caps: dict[str, float] = field(default_factory=dict)
-    # How a skill's descendants die with it (runtime/containment.py MODES).
+    # How a skill's descendants die with it (runtime/skillrun/containment.py MODES).
     skill_containment: str = "auto"
     # gRPC calls in flight at once (DEFAULT_MAX_CONCURRENT_RPCS).
     max_concurrent_rpcs: int = DEFAULT_MAX_CONCURRENT_RPCS
 
 
 def config_from_args(args: argparse.Namespace) -> DaemonConfig:
-    from narratoria.runtime.analytics import default_data_dir
+    from narratoria.runtime.host.paths import default_data_dir
 
     return DaemonConfig(
         data_dir=Path(args.data_dir) if getattr(args, "data_dir", None) else default_data_dir(),
@@ -120,7 +120,7 @@ class DaemonError(RuntimeError):
 
 
 def _endpoint(config: DaemonConfig) -> Any:
-    from narratoria.runtime.endpoint import EndpointError, default_socket, parse_address, unix_endpoint
+    from narratoria.runtime.host.endpoint import EndpointError, default_socket, parse_address, unix_endpoint
 
     try:
         if config.listen:
@@ -264,22 +264,22 @@ async def serve(config: DaemonConfig) -> int:
     import ray
 
     from narratoria.proto import narratoria_pb2_grpc as rpc
-    from narratoria.runtime.endpoint import TOKEN_ENV, ensure_token, publish_token, remove_token_beside
-    from narratoria.runtime.identity import CLIENT_TOKEN_ENV
+    from narratoria.runtime.host.endpoint import TOKEN_ENV, ensure_token, publish_token, remove_token_beside
+    from narratoria.runtime.host.identity import CLIENT_TOKEN_ENV
     from narratoria.runtime.files import PRIVATE_UMASK, make_private
     from narratoria.runtime.planner.model import (MAX_NARRATION_CANDIDATES, check_model_file,
                                                   default_model_path)
 
-    from .coordinator import CoordinatorActor
-    from .embedder import EmbedderActor
-    from .planner import PlannerActor
-    from narratoria.runtime.identity import ClientRegistry
-    from narratoria.runtime.stale_dirs import claim, sweep
+    from narratoria.actors.coordinator import CoordinatorActor
+    from narratoria.actors.embedder import EmbedderActor
+    from narratoria.actors.planner import PlannerActor
+    from narratoria.runtime.host.identity import ClientRegistry
+    from narratoria.runtime.host.stale_dirs import claim, sweep
 
-    from .server import (Daemon, IdentityInterceptor, ModelService, NarratoriaService,
+    from narratoria.actors.server import (Daemon, IdentityInterceptor, ModelService, NarratoriaService,
                          RequestDecodeInterceptor, StoreService)
-    from .store import StoreActor
-    from .supervisor import SkillSupervisorActor
+    from narratoria.actors.store import StoreActor
+    from narratoria.actors.supervisor import SkillSupervisorActor
 
     started = time.monotonic()
     # A front-end's tokens in the shell that started the daemon are not the daemon's to

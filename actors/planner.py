@@ -16,15 +16,15 @@ from typing import Any, AsyncIterator
 
 import ray
 
-from narratoria.runtime.plan import Plan
 from narratoria.runtime.planner.base import PlanRequest
 from narratoria.runtime.planner.choices import SceneFacts, model_choices, write_choices
 from narratoria.runtime.planner.model import ModelPlanner
 from narratoria.runtime.planner.narration import NarrationContext, stream_narration
 from narratoria.runtime.planner.routed import RoutedPlanner, routed_planner
+from narratoria.runtime.skillrun.plan import Plan
 from narratoria.runtime.skills.registry import SkillRegistry
 
-from .embedder import RemoteEmbedder
+from narratoria.actors.embedder import RemoteEmbedder
 
 _DONE = object()
 STREAM_FLUSH_S = 0.05  # narration reaches clients at most 20 times a second

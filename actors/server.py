@@ -5,7 +5,7 @@ actor arrive as exceptions of their own class (Ray re-raises the cause), and map
 onto status codes with the actor's message, which names what was wrong.
 
 Invariants, before any handler runs: a request with a field over its cap
-(``runtime/field_caps.py``) is refused INVALID_ARGUMENT naming the field and its size;
+(``runtime/host/field_caps.py``) is refused INVALID_ARGUMENT naming the field and its size;
 a call to the front-end service carries an identity (IdentityInterceptor: the daemon
 token, the device's owner, or a registered client token), on every endpoint. The
 Store and Model services take only a live skill token. Error messages sent back are
@@ -27,24 +27,23 @@ import grpc
 import msgspec
 import ray
 
-from narratoria.proto import narratoria_pb2 as pb
-from narratoria.proto import narratoria_pb2_grpc as rpc
-from narratoria.runtime import frontend
+from narratoria.proto import narratoria_pb2 as pb, narratoria_pb2_grpc as rpc
 from narratoria.runtime.campaign.library import CampaignLibrary, CampaignNotFound
 from narratoria.runtime.campaign.problems import CampaignError
 from narratoria.runtime.characters import (CharacterForbidden, CharacterNotFound, CharacterStore,
                                            FreshCharacter)
-from narratoria.runtime.field_caps import oversized
-from narratoria.runtime.session_view import HiddenStats, session_view
+from narratoria.runtime.host import frontend
+from narratoria.runtime.host.endpoint import SKILL_TOKEN_METADATA, TOKEN_METADATA
+from narratoria.runtime.host.field_caps import oversized
+from narratoria.runtime.host.identity import CLIENT_TOKEN_METADATA, LOCAL_OWNER, ClientRegistry
+from narratoria.runtime.planner.narration import NARRATION_STYLES, NarrationContext
+from narratoria.runtime.sessions.store import SessionEnded, SessionForbidden, SessionNotFound, SessionRecord
+from narratoria.runtime.sessions.view import HiddenStats, session_view
 from narratoria.runtime.skills import config as skill_config
 from narratoria.runtime.skills.discovery import Skill, SkillError, load_skill
-from narratoria.runtime.identity import CLIENT_TOKEN_METADATA, LOCAL_OWNER, ClientRegistry
-from narratoria.runtime.endpoint import SKILL_TOKEN_METADATA, TOKEN_METADATA
-from narratoria.runtime.planner.narration import NARRATION_STYLES, NarrationContext
-from narratoria.runtime.sessions import SessionEnded, SessionForbidden, SessionNotFound, SessionRecord
 from narratoria.runtime.store import RecordError, RecordNotFound, StoreError
 
-from .coordinator import BadChoice, TurnBusy
+from narratoria.actors.coordinator import BadChoice, TurnBusy
 
 STREAMING_METHODS = ("/Turn", "/IngestCampaign")
 
@@ -794,7 +793,7 @@ class _Undecodable:
 class RequestDecodeInterceptor(grpc.aio.ServerInterceptor):
     """A request that is no valid protobuf ends INVALID_ARGUMENT, naming the method and
     the request type, instead of grpc's own UNKNOWN ("Unexpected DecodeError"); so does
-    one with a field over its cap (``runtime/field_caps.py``), naming the field and its
+    one with a field over its cap (``runtime/host/field_caps.py``), naming the field and its
     size. Either is dropped as it is decoded: no handler, actor or error keeps it."""
 
     async def intercept_service(self, continuation: Callable[..., Any],

@@ -2,7 +2,7 @@
 
 It holds the persistence layer (memories, lore, reputation, …), the daemon's
 sessions and the narrative state engine (sessions as takes, scenes as moments,
-NPCs as characters: ``runtime/storyline.py``) in one database. Vectors come from the EmbedderActor. A threaded actor:
+NPCs as characters: ``runtime/sessions/storyline.py``) in one database. Vectors come from the EmbedderActor. A threaded actor:
 DuckDB serves concurrent readers through per-thread cursors, and the store
 serialises writers itself.
 """
@@ -24,13 +24,13 @@ from narratoria.runtime.campaign.ingest import STEP_PAUSE
 from narratoria.runtime.characters.realize import Realization, ensure_in_store
 from narratoria.runtime.db import DB_FILENAME, connect
 from narratoria.runtime.files import PRIVATE_UMASK
-from narratoria.runtime.grounding import lore_scope
-from narratoria.runtime.sessions import SessionRecord, SessionStore
+from narratoria.runtime.sessions.store import SessionRecord, SessionStore
+from narratoria.runtime.sessions.storyline import OpenScene, Storyline
 from narratoria.runtime.state import SessionState, StatRange
 from narratoria.runtime.store import MemoryEvent, PersistenceStore, ScoreChange
-from narratoria.runtime.storyline import OpenScene, Storyline
+from narratoria.runtime.turn.grounding import lore_scope
 
-from .embedder import RemoteEmbedder
+from narratoria.actors.embedder import RemoteEmbedder
 
 
 def _json(value: Any) -> str:

@@ -7,7 +7,7 @@ Each invocation gets a store token bound to its playthrough and to the skill it
 runs (plans name registered skills only), valid while its plan runs, which the daemon's
 Store service checks: the skill names the scope of its own shared records.
 Every skill process is kept out of the daemon's data dir (the database, the token,
-the characters) by Landlock (``runtime/sandbox.py``): it reaches its data only
+the characters) by Landlock (``runtime/skillrun/sandbox.py``): it reaches its data only
 through the Store service.
 """
 
@@ -23,18 +23,19 @@ from typing import Any, AsyncIterator
 
 import ray
 
-from narratoria.runtime.endpoint import ADDRESS_ENV, SKILL_TOKEN_ENV, published_token_files
-from narratoria.runtime.containment import Containment
-from narratoria.runtime.executor import ExecutorConfig, PlanExecutor
-from narratoria.runtime.limits import ResourceLimits, SkillCaps
-from narratoria.runtime.plan import ExecutionResult, Plan, ToolInvocation
-from narratoria.runtime import sandbox
-from narratoria.runtime.process import ProcessLimits, script_env
+from narratoria.runtime.bundled import package_root
+from narratoria.runtime.host.endpoint import ADDRESS_ENV, SKILL_TOKEN_ENV, published_token_files
+from narratoria.runtime.skillrun import sandbox
+from narratoria.runtime.skillrun.containment import Containment
+from narratoria.runtime.skillrun.executor import ExecutorConfig, PlanExecutor
+from narratoria.runtime.skillrun.limits import ResourceLimits, SkillCaps
+from narratoria.runtime.skillrun.plan import ExecutionResult, Plan, ToolInvocation
+from narratoria.runtime.skillrun.process import ProcessLimits, script_env
+from narratoria.runtime.skillrun.slots import ProcessSlots
+from narratoria.runtime.skillrun.zygote import Zygote
 from narratoria.runtime.skills.discovery import SkillScript
 from narratoria.runtime.skills.health import SkillHealthTracker
 from narratoria.runtime.skills.registry import SkillRegistry
-from narratoria.runtime.slots import ProcessSlots
-from narratoria.runtime.zygote import Zygote
 
 
 @ray.remote(num_cpus=0, max_restarts=-1, max_concurrency=256)
@@ -55,7 +56,7 @@ class SkillSupervisorActor:
         self.tokens: dict[str, tuple[str, str | None]] = {}
         self.plans_running = 0
         self._tasks: set[asyncio.Task[ExecutionResult]] = set()
-        # Every descendant of a skill dies with its invocation (runtime/containment.py).
+        # Every descendant of a skill dies with its invocation (runtime/skillrun/containment.py).
         self.containment = Containment(containment)
         print(f"supervisor: {self.containment.summary()}", file=sys.stderr)
         policy = self.config.limits.sandbox
@@ -199,7 +200,7 @@ def skill_sandbox(data_dir: str | None, skill_roots: list[str],
     if not sandbox.available():
         print("supervisor: this kernel has no Landlock; skill processes can read "
               f"{data_dir}", file=sys.stderr)
-    package = Path(sandbox.__file__).resolve().parents[1]  # narratoria.runtime's, .clients'
+    package = package_root()  # the code skills import: narratoria.runtime, .clients (skillkit)
     readable = [*skill_roots, sys.prefix, sys.base_prefix, str(package)]
     denied = (str(data_dir), *([ray_dir] if ray_dir else []), *sandbox.ray_files(),
               *published_token_files(daemon_address))

@@ -5,7 +5,7 @@ with it, so a noisy shared machine shifts both alike: a bare `python -c pass`
 spawn against one minimal skill invocation (protocol layer) and one single-tool
 plan (protocol + executor). Medians are reported.
 
-The zygote (``runtime/zygote.py``) is measured the same way: a skill that imports
+The zygote (``runtime/skillrun/zygote.py``) is measured the same way: a skill that imports
 the Store client as the built-in skills do, started by exec and forked from the
 zygote, interleaved.
 """
@@ -23,12 +23,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from narratoria.runtime.executor import ExecutorConfig, PlanExecutor
-from narratoria.runtime.plan import Plan, ToolInvocation
-from narratoria.runtime.process import run_script, script_env
-from narratoria.runtime.protocol import tool_input
+from narratoria.runtime.skillrun.executor import ExecutorConfig, PlanExecutor
+from narratoria.runtime.skillrun.plan import Plan, ToolInvocation
+from narratoria.runtime.skillrun.process import run_script, script_env
+from narratoria.runtime.skillrun.protocol import tool_input
+from narratoria.runtime.skillrun.zygote import Zygote
 from narratoria.runtime.skills import SkillRegistry
-from narratoria.runtime.zygote import Zygote
 
 MINIMAL_SCRIPT = """#!/usr/bin/env python3
 import sys

@@ -51,7 +51,7 @@ START_TIMEOUT_S = 180.0
 SURVIVOR_GRACE_S = 5.0
 RESUME_PER_CYCLE = 3
 SKILL = "crashwrite"
-ZYGOTE_MARK = "narratoria.runtime.zygote import serve"  # the zygote and its forks
+ZYGOTE_MARK = "narratoria.runtime.skillrun.zygote import serve"  # the zygote and its forks
 RAY_DIR = re.compile(r"/tmp/nr-ray-[A-Za-z0-9_]+")
 
 WRITE_SCRIPT = """#!/usr/bin/env python3
@@ -291,7 +291,7 @@ def play_write(client: Any, ledger: Ledger, sid: str, turn: int, rng: random.Ran
 
 def _writer(address: str, ledger: Ledger, cycle: int, index: int, stop: threading.Event,
             seed: int, turns_per_session: int) -> None:
-    from .client import NarratoriaClient
+    from narratoria.clients.client import NarratoriaClient
 
     rng = random.Random(seed)
     try:
@@ -351,7 +351,7 @@ def memory_check(db_path: Path) -> dict[str, int]:
     ``scene:N``, and no memory names a turn that was not saved (a crash between the two
     writes would leave one or the other)."""
     from narratoria.runtime.db import connect
-    from narratoria.runtime.sessions import SCHEMA as SESSIONS
+    from narratoria.runtime.sessions.store import SCHEMA as SESSIONS
     from narratoria.runtime.store.schema import SCHEMA as STORE
 
     con = connect(db_path, read_only=True)
@@ -397,7 +397,7 @@ def run_crash_bench(cycles: int = 20, writers: int = 4, progress: bool = True, s
                     turns_per_session: int = 8, keep: Path | None = None) -> dict[str, Any]:
     """See the module docstring. ``kill_after_s``: the kill comes this long (uniform)
     after the cycle's first acknowledged write."""
-    from .client import NarratoriaClient
+    from narratoria.clients.client import NarratoriaClient
 
     seed = random.randrange(1 << 30) if seed is None else seed
     rng = random.Random(seed)
@@ -472,7 +472,7 @@ def run_crash_bench(cycles: int = 20, writers: int = 4, progress: bool = True, s
                 pass
         if keep is None:
             shutil.rmtree(tmp, ignore_errors=True)
-    from .bench import machine
+    from narratoria.clients.bench import machine
 
     totals = {k: sum(r[k] for r in per_cycle) for k in
               ("acknowledged", "found", "lost", "halfWritten", "storedUnacknowledged",

@@ -325,7 +325,7 @@ def run_ingest_bench(iterations: int = 5, progress: bool = True, *,
     from narratoria.runtime.campaign.chunking import count_tokens
     from narratoria.runtime.embedding import make_backend
 
-    from .bench import machine
+    from narratoria.clients.bench import machine
 
     if iterations < 1:
         raise ValueError("iterations must be at least 1")

@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .bench import machine
-from .bench_turn import BenchDaemon
+from narratoria.clients.bench import machine
+from narratoria.clients.bench_turn import BenchDaemon
 
 PROMPTS = ["I look around the hall", "I ask the keeper about the road", "I check my pack",
            "I listen at the door", "I walk to the window", "I search the shelves"]
@@ -58,8 +58,8 @@ def _p(values: list[float], q: float) -> float | None:
 
 
 def run(files: int, turns: int, progress: bool = True) -> dict[str, Any]:
-    from .bench_ingest import generate_campaign
-    from .client import NarratoriaClient
+    from narratoria.clients.bench_ingest import generate_campaign
+    from narratoria.clients.client import NarratoriaClient
 
     def say(text: str) -> None:
         if progress:

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .bench_turn import BenchDaemon, _pct, _say
+from narratoria.clients.bench_turn import BenchDaemon, _pct, _say
 
 
 def script_cases(skills_dir: Path | None = None) -> list[tuple[str, dict[str, Any]]]:
@@ -63,8 +63,8 @@ def bench_script(client: Any, session_id: str, ref: str, example: dict[str, Any]
 
 
 def run_skills_bench(iterations: int = 10, progress: bool = True) -> dict[str, Any]:
-    from .bench import machine
-    from .client import NarratoriaClient
+    from narratoria.clients.bench import machine
+    from narratoria.clients.client import NarratoriaClient
 
     cases = script_cases()
     with tempfile.TemporaryDirectory(prefix="nk-", dir="/tmp") as tmp:

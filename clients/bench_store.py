@@ -31,7 +31,7 @@ from narratoria.runtime.embedding import (
     LocalEmbedding,
     make_backend,
 )
-from narratoria.runtime.state import EngineConfig, NarrativeStateEngine
+from narratoria.runtime.narrative import EngineConfig, NarrativeStateEngine
 from narratoria.runtime.store import LoreChunk, MemoryEvent, PersistenceStore
 
 REFERENCE = {"insertsPerS": 640.0, "queryStateP50Ms": 5.0}
@@ -179,7 +179,7 @@ def bench_store(folder: Path, records: int, lore: int, queries: int,
 def run_store_bench(memories: int = 10_000, records: int = 10_000, lore: int = 2_500,
                     queries: int = 200, with_model: bool = True,
                     progress: bool = True) -> dict[str, Any]:
-    from .bench import machine
+    from narratoria.clients.bench import machine
 
     report: dict[str, Any] = {"date": datetime.now(UTC).isoformat(timespec="seconds"),
                               "machine": machine()}

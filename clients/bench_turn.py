@@ -58,7 +58,7 @@ def _raw_turns(turns: int, progress: bool, turns_per_session: int) -> dict[str, 
     from narratoria.runtime.planner.choices import model_choices
     from narratoria.runtime.planner.narration import NarrationContext
     from narratoria.runtime.planner.routed import default_planner
-    from narratoria.runtime.scene import RECALL_LIMIT, _beyond, scene_summary
+    from narratoria.runtime.turn.scene import RECALL_LIMIT, _beyond, scene_summary
     from narratoria.runtime.skills.registry import SkillRegistry, builtin_skills_dir
 
     share_cores_with_llama()  # the daemon's embedder has a process of its own
@@ -119,7 +119,7 @@ class BenchDaemon:
 
 
 def bench_clients(address: str, clients: int, turns_each: int, progress: bool) -> dict[str, Any]:
-    from .client import NarratoriaClient
+    from narratoria.clients.client import NarratoriaClient
 
     latencies: list[float] = []
     first_token: list[float] = []
@@ -180,7 +180,7 @@ def run_turn_bench(clients: list[int], turns_each: int = 2, raw_turns: int = 8,
                     for n in clients]
         finally:
             daemon.stop()
-    from .bench import machine
+    from narratoria.clients.bench import machine
 
     at_max = runs[-1]
     ratio = round(at_max["turnsPerS"] / raw["turnsPerS"], 3) if raw["turnsPerS"] else None

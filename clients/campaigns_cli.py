@@ -46,7 +46,7 @@ class _Refused(Exception):
 
 def _folder(ref: str) -> Path:
     """The campaign folder ``ref`` names (an id, a folder, a package)."""
-    from narratoria.runtime.analytics import default_data_dir
+    from narratoria.runtime.host.paths import default_data_dir
     from narratoria.runtime.campaign.library import CampaignLibrary, CampaignNotFound
     from narratoria.runtime.campaign.problems import CampaignError
 

@@ -48,7 +48,7 @@ def _preview(text: str) -> str:
 
 def _badge(character: FreshCharacter) -> str:
     from narratoria.runtime.characters.store import owner_of
-    from narratoria.runtime.identity import LOCAL_OWNER
+    from narratoria.runtime.host.identity import LOCAL_OWNER
 
     badge = ("fresh" if not character.realizations else
              "used in: " + ", ".join(r.campaign_title for r in character.realizations))

@@ -20,20 +20,21 @@ from typing import Any, Callable, Sequence
 
 import msgspec
 
-from narratoria.runtime.analytics import AnalyticsLog, default_data_dir
-from narratoria.runtime.executor import ExecutorConfig, ExecutorEvent, PlanExecutor
-from narratoria.runtime.plan import PlanError, load_plan
+from narratoria.runtime.host.endpoint import EndpointError
+from narratoria.runtime.host.paths import default_data_dir
 from narratoria.runtime.planner import PatternPlanner
-from narratoria.runtime.replan import ReplanLoop
+from narratoria.runtime.skillrun.executor import ExecutorConfig, ExecutorEvent, PlanExecutor
+from narratoria.runtime.skillrun.plan import PlanError, load_plan
 from narratoria.runtime.skills import SkillRegistry, builtin_skills_dir, user_skills_dir
 from narratoria.runtime.skills import config as skill_config
 from narratoria.runtime.skills.conformance import check_skill
-from narratoria.runtime.endpoint import EndpointError
 from narratoria.runtime.state import SessionState
+from narratoria.runtime.turn.analytics import AnalyticsLog
+from narratoria.runtime.turn.replan import ReplanLoop
 
-from . import play
-from .client import ClientError, NarratoriaClient, campaign_ref, event_to_dict, message_to_dict
-from .render import (
+from narratoria.clients import play
+from narratoria.clients.client import ClientError, NarratoriaClient, campaign_ref, event_to_dict, message_to_dict
+from narratoria.clients.render import (
     TurnRenderer,
     format_session,
     format_session_line,
@@ -293,8 +294,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_web(args: argparse.Namespace) -> int:
     """The web front-end: a gateway (HTTP, a gRPC client of the daemon) serving the page."""
-    from .web.gateway import DEFAULT_MAX_BODY, GatewayError, parse_size
-    from .web.gateway import serve as serve_web
+    from narratoria.clients.web.gateway import DEFAULT_MAX_BODY, GatewayError, parse_size
+    from narratoria.clients.web.gateway import serve as serve_web
 
     try:
         max_body = parse_size(args.max_body) if args.max_body else DEFAULT_MAX_BODY
@@ -716,7 +717,7 @@ def _emit_report(args: argparse.Namespace, report: dict[str, Any], write_markdow
 
 
 def cmd_bench_protocol(args: argparse.Namespace) -> int:
-    from .bench import run_protocol_bench, write_markdown
+    from narratoria.clients.bench import run_protocol_bench, write_markdown
 
     report = run_protocol_bench(iterations=args.iterations, parallel=args.parallel,
                                 progress=not args.json)
@@ -724,7 +725,7 @@ def cmd_bench_protocol(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_store(args: argparse.Namespace) -> int:
-    from .bench_store import run_store_bench, write_markdown
+    from narratoria.clients.bench_store import run_store_bench, write_markdown
 
     report = run_store_bench(memories=args.memories, records=args.records, lore=args.lore,
                              queries=args.queries, with_model=not args.no_model,
@@ -733,7 +734,7 @@ def cmd_bench_store(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_turn(args: argparse.Namespace) -> int:
-    from .bench_turn import run_turn_bench, write_markdown
+    from narratoria.clients.bench_turn import run_turn_bench, write_markdown
 
     report = run_turn_bench(clients=args.clients, turns_each=args.turns, raw_turns=args.raw_turns,
                             progress=not args.json)
@@ -741,14 +742,14 @@ def cmd_bench_turn(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_skills(args: argparse.Namespace) -> int:
-    from .bench_skills import run_skills_bench, write_markdown
+    from narratoria.clients.bench_skills import run_skills_bench, write_markdown
 
     report = run_skills_bench(iterations=args.iterations, progress=not args.json)
     return _emit_report(args, report, write_markdown)
 
 
 def cmd_bench_ingest(args: argparse.Namespace) -> int:
-    from .bench_ingest import run_ingest_bench, write_markdown
+    from narratoria.clients.bench_ingest import run_ingest_bench, write_markdown
 
     report = run_ingest_bench(iterations=args.iterations, progress=not args.json,
                               campaign=Path(args.campaign) if args.campaign else None,
@@ -757,7 +758,7 @@ def cmd_bench_ingest(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_ingest_load(args: argparse.Namespace) -> int:
-    from .bench_ingest_load import run, write_markdown
+    from narratoria.clients.bench_ingest_load import run, write_markdown
 
     report = run(args.files, args.turns, progress=not args.json)
     _emit_report(args, report, write_markdown)
@@ -765,7 +766,7 @@ def cmd_bench_ingest_load(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_crash(args: argparse.Namespace) -> int:
-    from .bench_crash import run_crash_bench, write_markdown
+    from narratoria.clients.bench_crash import run_crash_bench, write_markdown
 
     report = run_crash_bench(cycles=args.cycles, writers=args.writers, progress=not args.json,
                              seed=args.seed)
@@ -777,8 +778,7 @@ def cmd_bench_crash(args: argparse.Namespace) -> int:
 
 def cmd_eval_planner(args: argparse.Namespace) -> int:
     """Plan a JSONL dataset with the real planner path (no daemon) and score the plans."""
-    from narratoria.runtime.planner import ModelError
-    from narratoria.runtime.planner import evaluate as ev
+    from narratoria.runtime.planner import ModelError, evaluate as ev
 
     registry = SkillRegistry([builtin_skills_dir()])
     # Every built-in skill by default: a score should not depend on this machine's settings.
@@ -815,7 +815,7 @@ EVAL_TARGETS = "valid_rate 1.0, skill_accuracy >= 0.90 (SC-002), p95 < 5 s (SC-0
 
 
 def _write_eval(path: Path, doc: dict[str, Any], dataset: str, summary: list[str]) -> None:
-    from .bench import machine
+    from narratoria.clients.bench import machine
 
     m = machine()
     met = (doc["valid_rate"] == 1.0 and (doc["skill_accuracy"] or 0) >= 0.9
@@ -1105,17 +1105,17 @@ def build_parser() -> argparse.ArgumentParser:
         "list", help="built-in and user campaigns, with id, version, title and whether valid")
     clist.add_argument("--json", action="store_true")
     clist.set_defaults(func=cmd_campaigns_list)
-    from .campaigns_cli import add_campaign_queries  # related, assets: in their own module
+    from narratoria.clients.campaigns_cli import add_campaign_queries  # related, assets: in their own module
     add_campaign_queries(campaigns_sub)
 
-    from .characters_cli import add_characters_parser  # the command group lives in its own module
+    from narratoria.clients.characters_cli import add_characters_parser  # the command group lives in its own module
 
     add_characters_parser(sub)
-    from .identities_cli import add_clients_parser
+    from narratoria.clients.identities_cli import add_clients_parser
 
     add_clients_parser(sub)
 
-    from .loadtest import add_loadtest_parser  # `narratoria loadtest`, in its own module
+    from narratoria.clients.loadtest import add_loadtest_parser  # `narratoria loadtest`, in its own module
 
     add_loadtest_parser(sub)
 
@@ -1204,10 +1204,10 @@ def build_parser() -> argparse.ArgumentParser:
     ep.add_argument("--json", action="store_true", help="print only the report as JSON")
     ep.add_argument("--write", metavar="FILE", help="append the report to FILE (BENCHMARKS.md)")
     ep.set_defaults(func=cmd_eval_planner)
-    from .eval_narration import add_eval_narration_parser  # `eval narration`, its own module
+    from narratoria.clients.eval_narration import add_eval_narration_parser  # `eval narration`, its own module
 
     add_eval_narration_parser(eval_sub)
-    from .train_cli import add_train_parser  # `train`, its own module
+    from narratoria.clients.train_cli import add_train_parser  # `train`, its own module
 
     add_train_parser(sub)
     return parser

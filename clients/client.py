@@ -25,9 +25,8 @@ import grpc
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
-from narratoria.proto import narratoria_pb2 as pb
-from narratoria.proto import narratoria_pb2_grpc as rpc
-from narratoria.runtime.endpoint import (
+from narratoria.proto import narratoria_pb2 as pb, narratoria_pb2_grpc as rpc
+from narratoria.runtime.host.endpoint import (
     TOKEN_ENV,
     TOKEN_METADATA,
     Endpoint,
@@ -35,8 +34,8 @@ from narratoria.runtime.endpoint import (
     default_socket,
     parse_address,
 )
-from narratoria.runtime.endpoint import client_token as find_daemon_token
-from narratoria.runtime.identity import CLIENT_TOKEN_ENV, CLIENT_TOKEN_METADATA
+from narratoria.runtime.host.endpoint import client_token as find_daemon_token
+from narratoria.runtime.host.identity import CLIENT_TOKEN_ENV, CLIENT_TOKEN_METADATA
 
 __all__ = ["ClientError", "NarratoriaClient", "event_to_dict", "message_to_dict"]
 

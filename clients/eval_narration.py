@@ -40,7 +40,7 @@ def play_script(client: Any, campaign: str, lines: list[ne.ScriptLine],
                 progress: Callable[[str], None] = lambda _: None) -> list[ne.TurnRecord]:
     """Each line as one turn of ``client``'s daemon; a failed turn is a record with
     its error (and ends nothing: the next line plays on)."""
-    from .client import ClientError, event_to_dict
+    from narratoria.clients.client import ClientError, event_to_dict
 
     records: list[ne.TurnRecord] = []
     session_id: str | None = None
@@ -117,7 +117,7 @@ def similarities(records: list[ne.TurnRecord]) -> dict[int, float]:
 def build_document(records: list[ne.TurnRecord], facts: ne.CampaignFacts, *, script: str,
                    model: str, daemon: dict[str, Any], seed: int | None,
                    sims: dict[int, float]) -> dict[str, Any]:
-    from .bench import machine
+    from narratoria.clients.bench import machine
 
     scores = ne.score_records(records, facts, sims)
     summary = ne.summarize(records, scores, facts)
@@ -198,7 +198,7 @@ def _campaign(ref: str, scratch: Path) -> tuple[Path, ne.CampaignFacts]:
 
 
 def cmd_eval_narration(args: argparse.Namespace) -> int:
-    from .cli import _err, _print_json
+    from narratoria.clients.cli import _err, _print_json
 
     if args.address and (args.model or args.seed is not None):
         _err("--model and --seed choose the daemon started here; a running daemon "
@@ -258,10 +258,10 @@ def cmd_eval_narration(args: argparse.Namespace) -> int:
 
 def _play(args: argparse.Namespace, lines: list[ne.ScriptLine], campaign: str, tmp: Path,
           progress: bool) -> tuple[list[ne.TurnRecord], str, dict[str, Any]]:
-    from narratoria.runtime.endpoint import EndpointError
+    from narratoria.runtime.host.endpoint import EndpointError
 
-    from .client import ClientError, NarratoriaClient
-    from .loadtest import _ServeDaemon
+    from narratoria.clients.client import ClientError, NarratoriaClient
+    from narratoria.clients.loadtest import _ServeDaemon
 
     daemon = None
     try:

@@ -1,4 +1,4 @@
-"""`narratoria clients`: the front-ends allowed their own sessions (runtime/identity.py).
+"""`narratoria clients`: the front-ends allowed their own sessions (runtime/host/identity.py).
 
 Local commands: they edit ``clients.json`` in the data directory, which a running
 daemon re-reads on its next call. ``add`` prints the new client's token once; give
@@ -11,8 +11,8 @@ import argparse
 import json
 import sys
 
-from narratoria.runtime.analytics import default_data_dir
-from narratoria.runtime.identity import CLIENT_TOKEN_ENV, ClientRegistry, IdentityError
+from narratoria.runtime.host.identity import CLIENT_TOKEN_ENV, ClientRegistry, IdentityError
+from narratoria.runtime.host.paths import default_data_dir
 
 
 def _registry(args: argparse.Namespace) -> ClientRegistry:

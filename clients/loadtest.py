@@ -28,7 +28,7 @@ model). What it reports:
   drop to 0, and /proc is scanned (when the daemon runs on this machine) by ancestry
   and cgroup, never by environment (a forked child need not carry any marker): the
   supervisor's descendants (the zygote itself excepted), the members of its skills'
-  cgroups (``runtime/containment.py``) wherever they were reparented, and, for a daemon
+  cgroups (``runtime/skillrun/containment.py``) wherever they were reparented, and, for a daemon
   the loadtest started, every orphan that left the daemon's process tree: the loadtest
   is the child subreaper of that tree, so orphans are reparented to it, not to init.
 
@@ -48,12 +48,12 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from .bench_turn import PROMPTS, BenchDaemon, _pct, _say
+from narratoria.clients.bench_turn import PROMPTS, BenchDaemon, _pct, _say
 
 PHASES = ("plan", "execute", "narrate", "choices", "store", "total")
 STATUS_INTERVAL_S = 0.2
 LEAK_GRACE_S = 5.0
-ZYGOTE_MARK = b"narratoria.runtime.zygote import serve; serve()"
+ZYGOTE_MARK = b"narratoria.runtime.skillrun.zygote import serve; serve()"
 
 
 # -- figures ---------------------------------------------------------------------------
@@ -163,7 +163,7 @@ def leaked_processes(supervisor_pid: int, adopter: int | None = None,
     supervisor's skill cgroups, and, with ``adopter`` (the child subreaper of the
     daemon's whole process tree), the adopter's children but ``keep`` (the daemon
     itself) and their descendants: orphans that left the daemon's tree."""
-    from narratoria.runtime.containment import base_folders, processes_in
+    from narratoria.runtime.skillrun.containment import base_folders, processes_in
 
     table = _proc_table()
     children: dict[int, list[int]] = {}
@@ -476,7 +476,7 @@ class _ServeDaemon(BenchDaemon):
 def _adopt_orphans(progress: bool) -> int | None:
     """Make this process the child subreaper of the daemon it is about to start, so a
     process that leaves the daemon's tree is reparented here and the leak scan sees it."""
-    from narratoria.runtime.containment import become_subreaper
+    from narratoria.runtime.skillrun.containment import become_subreaper
 
     try:
         become_subreaper()
@@ -488,7 +488,7 @@ def _adopt_orphans(progress: bool) -> int | None:
 
 
 def _daemon_running(address: str | None) -> bool:
-    from .client import ClientError, NarratoriaClient
+    from narratoria.clients.client import ClientError, NarratoriaClient
 
     try:
         with NarratoriaClient(address, timeout_s=5) as client:
@@ -539,10 +539,10 @@ def add_loadtest_parser(sub: Any) -> None:
 
 
 def cmd_loadtest(args: argparse.Namespace) -> int:
-    from .bench import machine
-    from .cli import _err, _print_json
-    from .client import ClientError, NarratoriaClient
-    from narratoria.runtime.endpoint import EndpointError
+    from narratoria.clients.bench import machine
+    from narratoria.clients.cli import _err, _print_json
+    from narratoria.clients.client import ClientError, NarratoriaClient
+    from narratoria.runtime.host.endpoint import EndpointError
 
     if args.clients < 1 or (args.turns is not None and args.turns < 1):
         _err("--clients and --turns must be at least 1")

@@ -19,8 +19,8 @@ from typing import Any, Callable, Iterator, Sequence, TextIO
 
 from narratoria.proto import narratoria_pb2 as pb
 
-from .client import ClientError, NarratoriaClient, campaign_ref, event_to_dict, message_to_dict
-from .render import TurnRenderer, format_choices, format_session, format_state
+from narratoria.clients.client import ClientError, NarratoriaClient, campaign_ref, event_to_dict, message_to_dict
+from narratoria.clients.render import TurnRenderer, format_choices, format_session, format_state
 
 __all__ = ["Action", "add_arguments", "auto_action", "cmd_play", "parse_action"]
 

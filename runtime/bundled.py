@@ -25,3 +25,9 @@ def bundled_dir(name: Literal["skills", "campaigns"]) -> Path:
 
         folders = (Path(entry) / name for entry in narratoria.__path__)
         return next(folder for folder in folders if folder.is_dir())
+
+
+def package_root() -> Path:
+    """The folder that holds the ``narratoria`` package's code (the checkout, or
+    site-packages/narratoria in a wheel)."""
+    return Path(__file__).resolve().parents[1]

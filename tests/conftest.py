@@ -34,7 +34,7 @@ def process_alive(pid: int) -> bool:
 
 # A zygote's forks (the shims, the Python skills and whatever they fork without exec)
 # keep the zygote's command line and environment; only the zygote itself has its name.
-ZYGOTE_CMDLINE = b"narratoria.runtime.zygote import serve"
+ZYGOTE_CMDLINE = b"narratoria.runtime.skillrun.zygote import serve"
 ZYGOTE_COMM = b"nr-zygote\n"
 # Pids of skill processes a fixture keeps running across tests on purpose (a live store
 # token), until it ends their invocation itself: not leaks.
@@ -134,9 +134,9 @@ def config_dir(tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.fixture(scope="module")
 def zygote():
-    """A skill zygote of the module's own (runtime/zygote.py)."""
-    from narratoria.runtime.process import script_env
-    from narratoria.runtime.zygote import Zygote
+    """A skill zygote of the module's own (runtime/skillrun/zygote.py)."""
+    from narratoria.runtime.skillrun.process import script_env
+    from narratoria.runtime.skillrun.zygote import Zygote
 
     z = Zygote(script_env(None, "zygote"))
     z.start()

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from narratoria.runtime.beat_tracker import BeatTracker, Skip, replacing, transition
 from narratoria.runtime.campaign import CampaignError, Problem, discover
+from narratoria.runtime.campaign.beat_tracker import BeatTracker, Skip, replacing, transition
 from narratoria.runtime.campaign.beats import (
     Beat,
     NpcCondition,

@@ -14,9 +14,9 @@ import pytest
 
 from narratoria.runtime.campaign import CampaignError, chunk_file, ingest
 from narratoria.runtime.embedding import shared_local
-from narratoria.runtime.grounding import lore_scope
 from narratoria.runtime.planner.context import Fragment, assemble
 from narratoria.runtime.store import PersistenceStore
+from narratoria.runtime.turn.grounding import lore_scope
 
 from conftest import TESTS
 

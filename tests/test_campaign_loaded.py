@@ -114,7 +114,7 @@ def test_a_ref_naming_no_home_or_too_long_is_not_found_never_a_crash(tmp_path, r
 def test_the_tracker_is_saved_by_replacement_and_handed_over_whole():
     two = load_campaign(TESTS / "fixtures" / "campaigns" / "two_beats")
     state = SessionState(two.initial_state(), two.ranges())
-    from narratoria.runtime.beat_tracker import BeatTracker
+    from narratoria.runtime.campaign.beat_tracker import BeatTracker
 
     for scene in (1, 2, 3):
         guidance = two.guidance(scene, state, "I wait")

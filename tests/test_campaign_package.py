@@ -21,8 +21,8 @@ from narratoria.runtime.campaign import (CampaignError, ingest, list_campaigns, 
                                          pack, validate)
 from narratoria.runtime.campaign.package import extract
 from narratoria.runtime.embedding import shared_local
-from narratoria.runtime.grounding import lore_scope
 from narratoria.runtime.store import PersistenceStore
+from narratoria.runtime.turn.grounding import lore_scope
 
 from conftest import TESTS
 

@@ -33,9 +33,9 @@ from narratoria.runtime.characters import (
     realize,
 )
 from narratoria.runtime.embedding import EmbeddingSettings, make_backend
-from narratoria.runtime.grounding import lore_scope
 from narratoria.runtime.state import SessionState
 from narratoria.runtime.store import PersistenceStore
+from narratoria.runtime.turn.grounding import lore_scope
 
 NARRATORIA = Path(sys.executable).parent / "narratoria"
 DESCRIPTION = "A gruff, battle-scarred knight who secretly loves poetry."

@@ -55,7 +55,7 @@ def test_a_skill_running_at_the_kill_dies_with_the_daemon():
     skills = write_skill(folder / "skills")
     sleeper = skills / "crashwrite" / "scripts" / "sleep"
     # In its working directory (its skill's data/ folder): a sandboxed skill may write
-    # there and in its TMPDIR only (runtime/sandbox.py).
+    # there and in its TMPDIR only (runtime/skillrun/sandbox.py).
     pid_file = skills / "crashwrite" / "data" / "sleeper.pid"
     sleeper.write_text("#!/usr/bin/env python3\nimport json, os, sys, time\n"
                        "req = json.load(sys.stdin)\n"

@@ -9,8 +9,8 @@ import pytest
 
 from narratoria.runtime.db import DB_FILENAME, connect
 from narratoria.runtime.embedding import LocalEmbedding
-from narratoria.runtime.grounding import lore_scope
 from narratoria.runtime.store import LoreChunk, PersistenceStore
+from narratoria.runtime.turn.grounding import lore_scope
 
 from support.daemon import Daemon, kinds, play
 

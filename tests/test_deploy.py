@@ -19,7 +19,7 @@ import yaml
 from narratoria.actors.daemon import (DRAIN_S, DaemonError, config_from_args, parse_resource,
                                       planner_names)
 from narratoria.clients.cli import build_parser
-from narratoria.runtime import endpoint
+from narratoria.runtime.host import endpoint
 
 from conftest import REPO
 

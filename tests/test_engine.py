@@ -16,7 +16,7 @@ import pytest
 
 from narratoria.runtime.db import connect, schema_version
 from narratoria.runtime.embedding import HashEmbedding
-from narratoria.runtime.state import (
+from narratoria.runtime.narrative import (
     CharacterState,
     DuplicateError,
     EngineConfig,
@@ -681,7 +681,7 @@ def test_scores_stay_exact_across_many_writes_and_two_engines_on_one_database(tm
 
 CHILD = textwrap.dedent("""\
     import sys
-    from narratoria.runtime.state import EngineConfig, NarrativeStateEngine
+    from narratoria.runtime.narrative import EngineConfig, NarrativeStateEngine
     engine = NarrativeStateEngine(EngineConfig(db_path=sys.argv[1], embedding_backend="hash",
                                                vector_dimensions=64))
     engine.register_character("a", "A")

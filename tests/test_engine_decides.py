@@ -10,7 +10,7 @@ import re
 
 from conftest import TESTS
 from narratoria.runtime.planner.narration_scores import dice_consistency, sentences
-from narratoria.runtime.resolution import engine_roll
+from narratoria.runtime.turn.resolution import engine_roll
 from skill_plans import run_plan
 from support.daemon import kinds, play
 

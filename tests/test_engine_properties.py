@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from narratoria.runtime.embedding import HashEmbedding
-from narratoria.runtime.state import EngineConfig, NarrativeStateEngine
+from narratoria.runtime.narrative import EngineConfig, NarrativeStateEngine
 
 DIMS = 16
 TEXTS = ["red dragon", "blue harbour", "quiet night", "red night", "dragon fire", "bread", "the red door"]

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from conftest import BUILTIN_SKILLS, REPO
-from narratoria.runtime.plan import Plan, PlanError, ToolInvocation
 from narratoria.runtime.planner.base import PlanRequest
+from narratoria.runtime.skillrun.plan import Plan, PlanError, ToolInvocation
 from narratoria.runtime.planner.evaluate import (
     CaseOutcome,
     DatasetError,

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURE_SKILLS, process_alive
-from narratoria.runtime.executor import DEPENDENCY_RESULTS_KEY, ExecutorConfig, PlanExecutor
-from narratoria.runtime.plan import Plan, RetryPolicy, ToolInvocation
+from narratoria.runtime.skillrun.executor import DEPENDENCY_RESULTS_KEY, ExecutorConfig, PlanExecutor
+from narratoria.runtime.skillrun.plan import Plan, RetryPolicy, ToolInvocation
 from narratoria.runtime.skills import Health, SkillRegistry
 from narratoria.runtime.state import SessionState, StatRange
 

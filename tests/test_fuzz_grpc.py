@@ -27,8 +27,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
-from narratoria.proto import narratoria_pb2 as pb
-from narratoria.proto import narratoria_pb2_grpc as rpc
+from narratoria.proto import narratoria_pb2 as pb, narratoria_pb2_grpc as rpc
 from conftest import HELD
 
 SKILL_TOKEN = "x-narratoria-skill-token"
@@ -171,7 +170,7 @@ class _WithToken:
 
 @pytest.fixture(scope="module")
 def narratoria(channel, pattern_daemon):
-    from narratoria.runtime.endpoint import client_token, unix_endpoint
+    from narratoria.runtime.host.endpoint import client_token, unix_endpoint
 
     return _WithToken(rpc.NarratoriaStub(channel), client_token(unix_endpoint(pattern_daemon.socket)))
 
@@ -340,9 +339,9 @@ def test_ingest_campaign(narratoria, not_campaigns, data):
 
 def refusals(request: object) -> tuple[grpc.StatusCode, ...]:
     """How a call without a valid skill token may end: refused for the token, too large
-    for gRPC, or (a field over its cap, runtime/field_caps.py) refused before the token
+    for gRPC, or (a field over its cap, runtime/host/field_caps.py) refused before the token
     is looked at."""
-    from narratoria.runtime.field_caps import oversized
+    from narratoria.runtime.host.field_caps import oversized
 
     too_big = (grpc.StatusCode.INVALID_ARGUMENT,) if oversized(request) else ()
     return (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.RESOURCE_EXHAUSTED, *too_big)

@@ -1,4 +1,4 @@
-"""Fuzzing the NDJSON tool protocol (runtime/protocol.py) and the plan decoder.
+"""Fuzzing the NDJSON tool protocol (runtime/skillrun/protocol.py) and the plan decoder.
 
 The contract under test: whatever bytes a skill writes to stdout, ``LineSplitter``
 turns them into lines (or ``OverlongLine`` markers) and ``ProtocolReader.feed``
@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from narratoria.runtime.plan import Plan, PlanError, decode_plan
-from narratoria.runtime.protocol import (
+from narratoria.runtime.skillrun.plan import Plan, PlanError, decode_plan
+from narratoria.runtime.skillrun.protocol import (
     MAX_LINE_BYTES,
     AnyEvent,
     AssetEvent,

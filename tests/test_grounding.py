@@ -3,9 +3,9 @@ which facts the narration used and which of its details were generated."""
 
 from __future__ import annotations
 
-from narratoria.runtime.grounding import facts_for_narration, lore_scope, report
 from narratoria.runtime.planner.context import Fragment
 from narratoria.runtime.planner.narration import FACTS_HEADING, NarrationContext, narration_messages
+from narratoria.runtime.turn.grounding import facts_for_narration, lore_scope, report
 
 PROFILE = Fragment(text="entity_id: gareth\nname: Gareth\npersonality: gruff, secretly kind",
                    source_type="frontmatter", weight_tier=1,

@@ -17,7 +17,7 @@ import pytest
 from narratoria.runtime.campaign.icons import IconIndex, default_kind
 from narratoria.runtime.campaign.library import CampaignLibrary
 from narratoria.runtime.campaign.loaded import load_campaign
-from narratoria.runtime.session_view import number_or_none, session_view, visible_state
+from narratoria.runtime.sessions.view import number_or_none, session_view, visible_state
 
 REPO = Path(__file__).resolve().parent.parent
 LONG_EBB = REPO / "campaigns" / "long_ebb"

@@ -1,4 +1,4 @@
-"""Sessions belong to the client that created them (runtime/identity.py), through a
+"""Sessions belong to the client that created them (runtime/host/identity.py), through a
 real daemon: client tokens, the local user, and tokens nobody was given."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 import pytest
 
 from narratoria.clients.client import ClientError, NarratoriaClient
-from narratoria.runtime.identity import ClientRegistry, IdentityError
+from narratoria.runtime.host.identity import ClientRegistry, IdentityError
 
 
 def test_the_registry_keeps_only_hashes_and_knows_its_clients(tmp_path):

@@ -30,11 +30,11 @@ def test_a_light_import_loads_nothing_heavy(statement):
 
 
 def test_the_engine_is_still_there_when_asked_for():
-    from narratoria.runtime.state import NarrativeStateEngine
-    from narratoria.runtime.state.engine import NarrativeStateEngine as direct
+    from narratoria.runtime.narrative import NarrativeStateEngine
+    from narratoria.runtime.narrative.engine import NarrativeStateEngine as direct
 
     assert NarrativeStateEngine is direct
     with pytest.raises(AttributeError, match="no attribute 'Nothing'"):
-        from narratoria.runtime import state
+        from narratoria.runtime import narrative
 
-        state.Nothing  # noqa: B018
+        narrative.Nothing  # noqa: B018

@@ -17,14 +17,14 @@ import numpy as np
 import pytest
 
 from narratoria.runtime.db import connect
-from narratoria.runtime.state import EngineConfig, NarrativeStateEngine
-from narratoria.runtime.state.journal import JournalError, JournalRow, MemoryJournal, journal_path
+from narratoria.runtime.narrative import EngineConfig, NarrativeStateEngine
+from narratoria.runtime.narrative.journal import JournalError, JournalRow, MemoryJournal, journal_path
 
 REPO = Path(__file__).resolve().parents[1]
 
 CHILD = textwrap.dedent("""\
     import sys
-    from narratoria.runtime.state import EngineConfig, NarrativeStateEngine
+    from narratoria.runtime.narrative import EngineConfig, NarrativeStateEngine
     engine = NarrativeStateEngine(EngineConfig(db_path=sys.argv[1], embedding_backend="hash",
                                                vector_dimensions=16))
     engine.register_character("a", "A")
@@ -136,7 +136,7 @@ def test_a_torn_last_frame_is_dropped_and_cut(tmp_path, caplog):
     journal.close()
     whole = path.read_bytes()
     path.write_bytes(whole + whole[:11])  # a frame that never finished
-    with caplog.at_level(logging.WARNING, logger="narratoria.runtime.state.journal"):
+    with caplog.at_level(logging.WARNING, logger="narratoria.runtime.narrative.journal"):
         again = MemoryJournal(path)
     assert [r.id for r in again.pending] == [1, 2, 3]
     assert "torn last frame" in caplog.text

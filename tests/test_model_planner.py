@@ -22,7 +22,7 @@ import jsonschema
 import pytest
 
 from conftest import BUILTIN_SKILLS, FIXTURE_SKILLS
-from narratoria.runtime.plan import PlanError, validate_plan
+from narratoria.runtime.skillrun.plan import PlanError, validate_plan
 from narratoria.runtime.planner import (
     FairLock,
     ModelError,

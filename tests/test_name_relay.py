@@ -1,4 +1,4 @@
-"""Canonical names (runtime/canon.py) on the built-in campaigns: misspelt names corrected,
+"""Canonical names (runtime/turn/canon.py) on the built-in campaigns: misspelt names corrected,
 invented people removed where the campaign forbids them, and the streamed relay that
 never lets a client see a wrong spelling, whatever the pieces' boundaries."""
 
@@ -10,8 +10,8 @@ import pytest
 
 from conftest import REPO
 from narratoria.runtime.campaign.loaded import load_campaign
-from narratoria.runtime.canon import NameRelay, correct, fixes, forbids_new_names, scene_names
 from narratoria.runtime.planner.narration_scores import misspelt_names
+from narratoria.runtime.turn.canon import NameRelay, correct, fixes, forbids_new_names, scene_names
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from narratoria.clients.client import NarratoriaClient
 from narratoria.runtime.campaign.loaded import load_campaign
 from narratoria.runtime.planner.choices import MAX_CHOICES, MIN_CHOICES
 from narratoria.runtime.planner.narration_scores import broken_choices
-from narratoria.runtime.scene_world import campaign_world, opening_text
+from narratoria.runtime.turn.scene_world import campaign_world, opening_text
 from support.daemon import cli, kinds, play
 
 CAMPAIGNS = TESTS.parent / "campaigns"

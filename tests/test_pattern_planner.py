@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from conftest import BUILTIN_SKILLS, FIXTURE_SKILLS
-from narratoria.runtime.executor import PlanExecutor
-from narratoria.runtime.plan import validate_plan
 from narratoria.runtime.planner import PatternPlanner, PlanRequest
+from narratoria.runtime.skillrun.executor import PlanExecutor
+from narratoria.runtime.skillrun.plan import validate_plan
 from narratoria.runtime.skills import SkillRegistry
 
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from narratoria.runtime.plan import (
+from narratoria.runtime.skillrun.plan import (
     ExecutionResult,
     Plan,
     PlanError,

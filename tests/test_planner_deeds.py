@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from conftest import BUILTIN_SKILLS, REPO
-from narratoria.runtime.plan import Plan, ToolInvocation
 from narratoria.runtime.planner.base import PlanRequest
+from narratoria.runtime.skillrun.plan import Plan, ToolInvocation
 from narratoria.runtime.planner.deeds import (
     asks_standing,
     EVENTS,
@@ -313,7 +313,7 @@ def every() -> tuple:
 
 
 def plan_for(routed, every, text: str, entities=()) -> Plan:
-    from narratoria.runtime.plan import validate_plan
+    from narratoria.runtime.skillrun.plan import validate_plan
 
     plan = asyncio.run(routed.generate(PlanRequest(text, every, entities=entities)))
     validate_plan(plan)

@@ -1,7 +1,7 @@
 """One invocation of a real script: protocol semantics, limits, and no leaked processes.
 
 Every test runs twice: the script exec'd, and forked from the zygote
-(``runtime/zygote.py``), which must keep exactly the same semantics.
+(``runtime/skillrun/zygote.py``), which must keep exactly the same semantics.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURE_SKILLS, TESTS, process_alive
-from narratoria.runtime.limits import ResourceLimits
-from narratoria.runtime.process import ProcessLimits, run_script, script_env
-from narratoria.runtime.protocol import tool_input
-from narratoria.runtime.zygote import Zygote
+from narratoria.runtime.skillrun.limits import ResourceLimits
+from narratoria.runtime.skillrun.process import ProcessLimits, run_script, script_env
+from narratoria.runtime.skillrun.protocol import tool_input
+from narratoria.runtime.skillrun.zygote import Zygote
 
 HOSTILE = FIXTURE_SKILLS / "hostile" / "scripts"
 ECHO = FIXTURE_SKILLS / "echo" / "scripts"

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from narratoria.runtime.protocol import (
+from narratoria.runtime.skillrun.protocol import (
     MAX_LINE_BYTES,
     AssetEvent,
     DoneEvent,

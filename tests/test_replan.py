@@ -8,12 +8,12 @@ import json
 import pytest
 
 from conftest import FIXTURE_SKILLS
-from narratoria.runtime.analytics import AnalyticsLog
-from narratoria.runtime.executor import PlanExecutor
-from narratoria.runtime.plan import Plan, PlanMetadata, RetryPolicy, ToolInvocation
 from narratoria.runtime.planner import PatternPlanner, PlanRequest
-from narratoria.runtime.replan import ReplanLoop, TurnState, fallback_narration
+from narratoria.runtime.skillrun.executor import PlanExecutor
+from narratoria.runtime.skillrun.plan import Plan, PlanMetadata, RetryPolicy, ToolInvocation
 from narratoria.runtime.skills import SkillRegistry
+from narratoria.runtime.turn.analytics import AnalyticsLog
+from narratoria.runtime.turn.replan import ReplanLoop, TurnState, fallback_narration
 
 NO_RETRY = RetryPolicy(maxRetries=0, backoffMs=0)
 

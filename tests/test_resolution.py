@@ -1,4 +1,4 @@
-"""Risky actions resolved by the engine (runtime/resolution.py) and the first sentence it
+"""Risky actions resolved by the engine (runtime/turn/resolution.py) and the first sentence it
 writes (the lead), on the real campaigns' stats: pure, no daemon."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import pytest
 from conftest import REPO
 from narratoria.runtime.campaign.loaded import load_campaign
 from narratoria.runtime.planner.narration_scores import dice_consistency
-from narratoria.runtime.resolution import (DEFAULT_DIFFICULTY, Deed, Roll, Rules, choose_lead,
+from narratoria.runtime.turn.resolution import (DEFAULT_DIFFICULTY, Deed, Roll, Rules, choose_lead,
                                            classify, engine_roll, judge, leads, pick_stat,
                                            resolve, roller_roll, rules_from, stat_modifier)
-from narratoria.runtime.second_person import beat_sentence, deed_phrase, you_form
+from narratoria.runtime.turn.second_person import beat_sentence, deed_phrase, you_form
 
 
 @pytest.fixture(scope="module")
@@ -229,7 +229,7 @@ def test_leads_vary_never_repeat_the_last_turns_template_and_tell_the_cost(ebb):
 def test_leads_use_canonical_names(ebb):
     deed = classify("I try to persuade Odille Venn to pay me more")
     check = resolve(deed, ebb.rules, {}, Roll(12), "odile_venn")
-    from narratoria.runtime.canon import correct
+    from narratoria.runtime.turn.canon import correct
 
     lead = choose_lead(check, deed.phrase, "x", fix_names=lambda t: correct(ebb.canon, t))
     assert "Odile Venn" in lead and "Odille" not in lead

@@ -1,4 +1,4 @@
-"""Landlock (runtime/sandbox.py): a skill process cannot open the daemon's files, and
+"""Landlock (runtime/skillrun/sandbox.py): a skill process cannot open the daemon's files, and
 can still do everything a skill does. Real processes, the real kernel: the rules
 alone, a skill run by exec and forked from the zygote, and a real daemon's skill."""
 
@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURE_SKILLS
-from narratoria.runtime import sandbox
 from narratoria.runtime.db import DB_FILENAME
-from narratoria.runtime.executor import _working_dir
-from narratoria.runtime.process import ProcessLimits, run_script, script_env
-from narratoria.runtime.protocol import tool_input
+from narratoria.runtime.skillrun import sandbox
+from narratoria.runtime.skillrun.executor import _working_dir
+from narratoria.runtime.skillrun.process import ProcessLimits, run_script, script_env
+from narratoria.runtime.skillrun.protocol import tool_input
+from narratoria.runtime.skillrun.zygote import Zygote
 from narratoria.runtime.skills.discovery import load_skill
-from narratoria.runtime.zygote import Zygote
 
 pytestmark = pytest.mark.skipif(not sandbox.available(), reason="this kernel has no Landlock")
 
@@ -31,7 +31,7 @@ SNOOP = FIXTURE_SKILLS / "snoop" / "scripts" / "snoop"
 
 def run_denied(denied: Path, code: str, extra: dict | None = None) -> subprocess.CompletedProcess:
     """``code`` in a fresh interpreter that first gives up ``denied``."""
-    program = (f"from narratoria.runtime.sandbox import deny\n"
+    program = (f"from narratoria.runtime.skillrun.sandbox import deny\n"
                f"deny([{str(denied)!r}], {extra or {}!r})\n" + code)
     return subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
                           timeout=60)

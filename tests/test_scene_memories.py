@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from narratoria.runtime.scene import _beyond, scene_summary
+from narratoria.runtime.turn.scene import _beyond, scene_summary
 
 
 def test_the_last_scenes_own_summary_is_not_told_twice():

@@ -1,5 +1,5 @@
 """What a scene holds for the menu, and a session's opening, read from real campaigns
-(issue 20 items 5 and 6): ``runtime/scene_world.py``, no model."""
+(issue 20 items 5 and 6): ``runtime/turn/scene_world.py``, no model."""
 
 from __future__ import annotations
 
@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 
 from conftest import TESTS
-from narratoria.runtime.beat_tracker import BeatTracker, transition
+from narratoria.runtime.campaign.beat_tracker import BeatTracker, transition
 from narratoria.runtime.campaign.loaded import load_campaign
-from narratoria.runtime.frontend import free_text_allowed
+from narratoria.runtime.host.frontend import free_text_allowed
 from narratoria.runtime.planner.choices import (ChoiceRules, SceneFacts, Thing, UNLIKELY,
                                                 clean_choices, final_menu, item_lines,
                                                 present_people, world_menu)
 from narratoria.runtime.planner.narration import NarrationContext
 from narratoria.runtime.planner.narration_scores import broken_choices, meta_talk
-from narratoria.runtime.scene_world import (campaign_world, current_beat, opening_text,
+from narratoria.runtime.turn.scene_world import (campaign_world, current_beat, opening_text,
                                             read_world, scene_facts)
 
 CAMPAIGNS = TESTS.parent / "campaigns"

@@ -7,10 +7,10 @@ import asyncio
 import pytest
 
 from conftest import FIXTURE_SKILLS
-from narratoria.runtime.executor import ExecutorConfig, PlanExecutor
-from narratoria.runtime.plan import Plan, ToolInvocation
+from narratoria.runtime.skillrun.executor import ExecutorConfig, PlanExecutor
+from narratoria.runtime.skillrun.plan import Plan, ToolInvocation
+from narratoria.runtime.skillrun.slots import ProcessSlots
 from narratoria.runtime.skills import SkillRegistry
-from narratoria.runtime.slots import ProcessSlots
 
 
 def _sleep_plan(session: str, n: int) -> Plan:

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from narratoria.runtime.stale_dirs import OWNER_FILE, claim, sweep
+from narratoria.runtime.host.stale_dirs import OWNER_FILE, claim, sweep
 
 PREFIX = "nr-test-sweep-"
 

@@ -1,4 +1,4 @@
-"""Sessions as takes and scenes as moments (runtime/storyline.py), on real DuckDB files:
+"""Sessions as takes and scenes as moments (runtime/sessions/storyline.py), on real DuckDB files:
 bounded NPC knowledge (NPCs know what they witnessed or were given, never what
 happened out of their presence) and branching (a branch at scene N sees scenes
 before N and never the abandoned timeline; the old session plays on)."""
@@ -11,14 +11,14 @@ import pytest
 
 from narratoria.runtime.db import connect
 from narratoria.runtime.embedding import EmbeddingSettings, make_backend
-from narratoria.runtime.npcs import CastError, Npc, parse_cast, present
 from narratoria.runtime.planner.narration import NarrationContext, narration_messages
-from narratoria.runtime.scene import scene_summary
-from narratoria.runtime.sessions import (BadScene, SessionEnded, SessionForbidden, SessionNotFound,
+from narratoria.runtime.sessions.store import (BadScene, SessionEnded, SessionForbidden, SessionNotFound,
                                          SessionStore)
+from narratoria.runtime.turn.npcs import CastError, Npc, parse_cast, present
+from narratoria.runtime.turn.scene import scene_summary
+from narratoria.runtime.sessions.storyline import Storyline, scene_tag
 from narratoria.runtime.state import SessionState
 from narratoria.runtime.store import MemoryEvent, PersistenceStore
-from narratoria.runtime.storyline import Storyline, scene_tag
 
 SECRET = "the key is under the bell"
 CAST = {"npcs": {
@@ -271,7 +271,7 @@ def test_history_and_takes_survive_a_restart(tmp_path):
 
 def test_sessions_from_before_scene_history_play_on_but_cannot_branch(tmp_path):
     from narratoria.runtime.db import migrate
-    from narratoria.runtime.sessions import COMPONENT, MIGRATIONS
+    from narratoria.runtime.sessions.store import COMPONENT, MIGRATIONS
 
     path = tmp_path / "narratoria.duckdb"
     con = connect(path)
@@ -310,7 +310,7 @@ def test_a_present_npc_comes_with_its_perception_of_the_player(world):
 
 
 def test_the_scene_reads_the_players_numeric_stats():
-    from narratoria.runtime.scene import player_stats
+    from narratoria.runtime.turn.scene import player_stats
     from narratoria.runtime.state import StatRange
 
     state = SessionState({"player": {"charisma": 6, "name": "Ada"}, "stats": {"stealth": 17},

@@ -14,7 +14,7 @@ import pytest
 from PIL import Image
 
 from narratoria.clients.client import ClientError, NarratoriaClient
-from narratoria.runtime.identity import ClientRegistry
+from narratoria.runtime.host.identity import ClientRegistry
 
 pytestmark = pytest.mark.daemon
 
@@ -294,7 +294,7 @@ NEW_METHODS = ["ListCampaigns", "GetSessionView", "ListAssets", "GetAsset", "Get
 def test_bytes_that_are_no_request_are_invalid_arguments(web):
     import grpc
 
-    from narratoria.runtime.endpoint import client_token, unix_endpoint
+    from narratoria.runtime.host.endpoint import client_token, unix_endpoint
 
     token = [("x-narratoria-token", client_token(unix_endpoint(web.socket)) or "")]
     with grpc.insecure_channel(f"unix://{web.socket}") as channel:

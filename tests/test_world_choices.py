@@ -16,7 +16,7 @@ from narratoria.runtime.planner.choices import (FALLBACK_CHOICES, MAX_CHOICES, M
 from narratoria.runtime.planner.model import ModelPlanner
 from narratoria.runtime.planner.narration import NarrationContext
 from narratoria.runtime.planner.narration_scores import broken_choices
-from narratoria.runtime.scene_world import campaign_world, scene_facts
+from narratoria.runtime.turn.scene_world import campaign_world, scene_facts
 
 pytestmark = pytest.mark.model
 

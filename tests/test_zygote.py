@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from conftest import process_alive
-from narratoria.runtime.process import run_script, script_env
-from narratoria.runtime.protocol import tool_input
-from narratoria.runtime.zygote import Zygote, runs_with_python
+from narratoria.runtime.skillrun.process import run_script, script_env
+from narratoria.runtime.skillrun.protocol import tool_input
+from narratoria.runtime.skillrun.zygote import Zygote, runs_with_python
 
 
 @pytest.fixture
@@ -162,7 +162,7 @@ def test_a_start_failure_is_read_even_when_the_exit_is_seen_first():
     see the exit before the words: they are still the spawn's error, not an exit code."""
     import socket
 
-    from narratoria.runtime.zygote import _wait_script
+    from narratoria.runtime.skillrun.zygote import _wait_script
 
     status_r, status_w = os.pipe()
     wake_r, wake_w = os.pipe()

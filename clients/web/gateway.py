@@ -64,7 +64,7 @@ from starlette.responses import (
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from ..client import ClientError, NarratoriaClient, event_to_dict, message_to_dict
+from narratoria.clients.client import ClientError, NarratoriaClient, event_to_dict, message_to_dict
 
 __all__ = ["Access", "Gateway", "GatewayError", "create_app", "is_loopback", "new_token",
            "parse_listen", "parse_size"]
@@ -881,7 +881,7 @@ def prepare(listen: str | None, socket_path: str | None, daemon_token: str | Non
     """Check the arguments, bind and connect; GatewayError says why the gateway must not
     start. ``daemon_token`` is for the daemon only (the client library finds it beside
     the socket when it is None); browsers get a new per-launch token."""
-    from narratoria.runtime.endpoint import TOKEN_NAME, client_endpoint, unix_endpoint
+    from narratoria.runtime.host.endpoint import TOKEN_NAME, client_endpoint, unix_endpoint
 
     host, port = parse_listen(listen or "127.0.0.1:%d" % DEFAULT_PORT)
     names = set()
@@ -912,7 +912,7 @@ def serve(listen: str | None = None, socket: str | None = None, token: str | Non
           json_output: bool = False, log_level: str = "warning") -> int:
     import uvicorn
 
-    from narratoria.runtime.endpoint import EndpointError
+    from narratoria.runtime.host.endpoint import EndpointError
 
     try:
         ready = prepare(listen, socket, token, allow_hosts, max_body)

@@ -11,20 +11,20 @@ The ingestion phases of §6.2.15, one module each: ``discovery`` (phase 1),
 Plain Python: the daemon's actors and the CLI call these functions.
 """
 
-from .assets import AssetRecord, Provenance, check_assets, load_assets
-from .catalog import CatalogEntry, builtin_campaigns_dir, list_campaigns, user_campaigns_dir
-from .chunking import MAX_TOKENS, Chunk, chunk_file, count_tokens
-from .discovery import CampaignFile, discover
-from .frontmatter import FileMetadata, read_metadata
-from .ingest import IngestResult, ingest
-from .items import ItemCatalog, ItemDefinition, ItemEffect, check_items, load_items
-from .manifest import Manifest, load_manifest
-from .pack import PackResult, pack
-from .package import is_package, open_campaign
-from .problems import CampaignError, Problem
-from .relations import Edge, Entity, Graph, build_graph, campaign_graph, dangling, related
-from .stats import StatBand, StatDefinition, StatRegistry, check_stats, load_stats
-from .validate import ValidationReport, validate
+from narratoria.runtime.campaign.assets import AssetRecord, Provenance, check_assets, load_assets
+from narratoria.runtime.campaign.catalog import CatalogEntry, builtin_campaigns_dir, list_campaigns, user_campaigns_dir
+from narratoria.runtime.campaign.chunking import MAX_TOKENS, Chunk, chunk_file, count_tokens
+from narratoria.runtime.campaign.discovery import CampaignFile, discover
+from narratoria.runtime.campaign.frontmatter import FileMetadata, read_metadata
+from narratoria.runtime.campaign.ingest import IngestResult, ingest
+from narratoria.runtime.campaign.items import ItemCatalog, ItemDefinition, ItemEffect, check_items, load_items
+from narratoria.runtime.campaign.manifest import Manifest, load_manifest
+from narratoria.runtime.campaign.pack import PackResult, pack
+from narratoria.runtime.campaign.package import is_package, open_campaign
+from narratoria.runtime.campaign.problems import CampaignError, Problem
+from narratoria.runtime.campaign.relations import Edge, Entity, Graph, build_graph, campaign_graph, dangling, related
+from narratoria.runtime.campaign.stats import StatBand, StatDefinition, StatRegistry, check_stats, load_stats
+from narratoria.runtime.campaign.validate import ValidationReport, validate
 
 __all__ = [
     "AssetRecord",

@@ -46,10 +46,10 @@ from xml.etree import ElementTree
 import msgspec
 from PIL import Image, UnidentifiedImageError
 
-from ..bounded import shown
-from .discovery import SIDECAR_SUFFIX, CampaignFile, discover
-from .frontmatter import split_frontmatter
-from .problems import CampaignError, Problem
+from narratoria.runtime.bounded import shown
+from narratoria.runtime.campaign.discovery import SIDECAR_SUFFIX, CampaignFile, discover
+from narratoria.runtime.campaign.frontmatter import split_frontmatter
+from narratoria.runtime.campaign.problems import CampaignError, Problem
 
 MediaType = Literal["image", "audio", "video", "other"]
 

@@ -52,12 +52,12 @@ from typing import Any
 
 import yaml
 
-from ..bounded import compose_yaml, load_yaml as load_yaml_value, shown
-from ..state.paths import StatePathError, split_path
-from .discovery import STRUCTURED_FORMATS, CampaignFile, discover
-from .frontmatter import name_hints, split_frontmatter
-from .parsing import load_json, load_yaml
-from .problems import CampaignError, Problem, Severity
+from narratoria.runtime.bounded import compose_yaml, load_yaml as load_yaml_value, shown
+from narratoria.runtime.campaign.discovery import STRUCTURED_FORMATS, CampaignFile, discover
+from narratoria.runtime.campaign.frontmatter import name_hints, split_frontmatter
+from narratoria.runtime.campaign.parsing import load_json, load_yaml
+from narratoria.runtime.campaign.problems import CampaignError, Problem, Severity
+from narratoria.runtime.state.paths import StatePathError, split_path
 
 BEAT_TYPE = "plot_beat"
 PRIORITIES = {"critical": 5, "high": 4, "medium": 3, "low": 2, "optional": 1}

@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from .manifest import find_manifest
-from .package import is_package, open_campaign
-from .problems import CampaignError
-from .validate import validate
-from ..bundled import bundled_dir
+from narratoria.runtime.bundled import bundled_dir
+from narratoria.runtime.campaign.manifest import find_manifest
+from narratoria.runtime.campaign.package import is_package, open_campaign
+from narratoria.runtime.campaign.problems import CampaignError
+from narratoria.runtime.campaign.validate import validate
 
 Source = Literal["builtin", "user"]
 

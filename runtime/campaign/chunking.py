@@ -30,10 +30,10 @@ from typing import Any, Literal
 
 import yaml
 
-from ..planner.context import ENCODING
-from .discovery import STRUCTURED_FORMATS
-from .frontmatter import FileMetadata, name_hints, read_metadata
-from .parsing import load_json, load_yaml
+from narratoria.runtime.campaign.discovery import STRUCTURED_FORMATS
+from narratoria.runtime.campaign.frontmatter import FileMetadata, name_hints, read_metadata
+from narratoria.runtime.campaign.parsing import load_json, load_yaml
+from narratoria.runtime.planner.context import ENCODING
 
 MAX_TOKENS = 512
 FRONTMATTER_TIER = 1

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from .manifest import MANIFEST_NAMES
+from narratoria.runtime.campaign.manifest import MANIFEST_NAMES
 
 CONTENT_FORMATS = frozenset({"txt", "md", "yml", "yaml", "json"})
 STRUCTURED_FORMATS = frozenset({"yml", "yaml", "json"})

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any, Iterable
 
-from ..bounded import shown
-from .parsing import load_yaml
-from .problems import CampaignError, Problem
+from narratoria.runtime.bounded import shown
+from narratoria.runtime.campaign.parsing import load_yaml
+from narratoria.runtime.campaign.problems import CampaignError, Problem
 
 ENTITY_TYPES = ("plot_beat", "character", "npc", "lore", "world", "stat", "item")  # longest first
 # Folder names that say what their files are.

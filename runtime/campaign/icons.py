@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Mapping
 
-from .discovery import CampaignFile, discover
+from narratoria.runtime.campaign.discovery import CampaignFile, discover
 
 __all__ = ["DEFAULT_PREFIX", "ICON_FORMATS", "IconIndex", "IconPattern", "default_kind"]
 

@@ -42,12 +42,12 @@ from typing import Callable
 
 import msgspec
 
-from ..grounding import lore_scope
-from ..store import LoreChunk, Pace, PersistenceStore, Playthrough
-from .chunking import Chunk, chunk_file
-from .package import open_campaign
-from .problems import CampaignError
-from .validate import ValidationReport, validate
+from narratoria.runtime.campaign.chunking import Chunk, chunk_file
+from narratoria.runtime.campaign.package import open_campaign
+from narratoria.runtime.campaign.problems import CampaignError
+from narratoria.runtime.campaign.validate import ValidationReport, validate
+from narratoria.runtime.store import LoreChunk, Pace, PersistenceStore, Playthrough
+from narratoria.runtime.turn.grounding import lore_scope
 
 # Bump when chunking output or what a stored chunk records changes for the same file:
 # every file is then re-chunked. 2: chunks record their method, line, content type,

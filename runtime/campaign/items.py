@@ -26,12 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ..bounded import shown
-from ..state.paths import get_path
-from .discovery import CampaignFile, discover
-from .parsing import Parsed, load_json, load_yaml
-from .problems import CampaignError, Problem
-from .stats import NPC_PREFIX, STATS_DIR, StatRegistry, is_stat_file, read_stats
+from narratoria.runtime.bounded import shown
+from narratoria.runtime.campaign.discovery import CampaignFile, discover
+from narratoria.runtime.campaign.parsing import Parsed, load_json, load_yaml
+from narratoria.runtime.campaign.problems import CampaignError, Problem
+from narratoria.runtime.campaign.stats import NPC_PREFIX, STATS_DIR, StatRegistry, is_stat_file, read_stats
+from narratoria.runtime.state.paths import get_path
 
 __all__ = [
     "CONSTRAINTS_FILE",

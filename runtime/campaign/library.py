@@ -22,13 +22,13 @@ import tempfile
 import threading
 from pathlib import Path
 
-from ..files import write_atomic
-from .catalog import builtin_campaigns_dir, candidates, user_campaigns_dir
-from .discovery import discover
-from .loaded import LoadedCampaign, load_campaign
-from .manifest import find_manifest, load_manifest, slug
-from .package import is_package, open_campaign
-from .problems import CampaignError, Problem
+from narratoria.runtime.campaign.catalog import builtin_campaigns_dir, candidates, user_campaigns_dir
+from narratoria.runtime.campaign.discovery import discover
+from narratoria.runtime.campaign.loaded import LoadedCampaign, load_campaign
+from narratoria.runtime.campaign.manifest import find_manifest, load_manifest, slug
+from narratoria.runtime.campaign.package import is_package, open_campaign
+from narratoria.runtime.campaign.problems import CampaignError, Problem
+from narratoria.runtime.files import write_atomic
 
 INDEX_FILE = "campaigns.json"
 

@@ -7,7 +7,7 @@ playthrough needs, read from the same folder once and kept by the daemon:
   ``npcs.<id>.stats.*``), the starting inventory and location (§6.2.6, §6.2.8);
 - the stat ranges, which ``SessionState`` clamps every patch into;
 - the cast: each NPC character file becomes an NPC of the session, so what it knows
-  is bounded by what it witnesses (``runtime/npcs.py``);
+  is bounded by what it witnesses (``runtime/turn/npcs.py``);
 - the plot beats and the stats' behavioural prompts, turned into the narrator's
   guidance at every scene (``guidance``), and the beat tracker's saved state.
 
@@ -27,21 +27,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..beat_tracker import BeatTracker, replacing, transition
-from ..canon import Canon, load_canon
-from ..resolution import Rules, rules_from
-from ..second_person import beat_sentence
-from ..state import SessionState, StatRange
-from .assets import AssetRecord, load_assets
-from .beats import Beat, read_beats
-from .discovery import discover
-from .frontmatter import read_metadata
-from .icons import IconIndex
-from .items import ItemCatalog, read_items
-from .manifest import Manifest, load_manifest
-from .problems import CampaignError
-from .relations import Graph, campaign_graph
-from .stats import StatRegistry, read_stats
+from narratoria.runtime.campaign.assets import AssetRecord, load_assets
+from narratoria.runtime.campaign.beat_tracker import BeatTracker, replacing, transition
+from narratoria.runtime.campaign.beats import Beat, read_beats
+from narratoria.runtime.campaign.discovery import discover
+from narratoria.runtime.campaign.frontmatter import read_metadata
+from narratoria.runtime.campaign.icons import IconIndex
+from narratoria.runtime.campaign.items import ItemCatalog, read_items
+from narratoria.runtime.campaign.manifest import Manifest, load_manifest
+from narratoria.runtime.campaign.problems import CampaignError
+from narratoria.runtime.campaign.relations import Graph, campaign_graph
+from narratoria.runtime.campaign.stats import StatRegistry, read_stats
+from narratoria.runtime.state import SessionState, StatRange
+from narratoria.runtime.turn.canon import Canon, load_canon
+from narratoria.runtime.turn.resolution import Rules, rules_from
+from narratoria.runtime.turn.second_person import beat_sentence
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ class LoadedCampaign:
     stats: StatRegistry
     items: ItemCatalog
     beats: tuple[Beat, ...]
-    cast: Mapping[str, Mapping[str, Any]]  # the session's ``npcs`` map (runtime/npcs.py)
+    cast: Mapping[str, Mapping[str, Any]]  # the session's ``npcs`` map (runtime/turn/npcs.py)
     starting_location: str | None = None
 
     @property
@@ -207,7 +207,7 @@ def _cast(files: list) -> dict[str, dict[str, Any]]:
 
 def _starting_location(root: Path) -> str | None:
     # Imported here: the characters package imports this one (chunking).
-    from ..characters.realize import load_campaign_context  # noqa: PLC0415
+    from narratoria.runtime.characters.realize import load_campaign_context  # noqa: PLC0415
 
     return load_campaign_context(root).constraints.starting_location
 

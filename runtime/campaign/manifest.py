@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..bounded import shown
-from .parsing import Parsed, load_json, load_yaml
-from .problems import CampaignError, Problem
+from narratoria.runtime.bounded import shown
+from narratoria.runtime.campaign.parsing import Parsed, load_json, load_yaml
+from narratoria.runtime.campaign.problems import CampaignError, Problem
 
 MANIFEST_NAMES = ("campaign.yml", "manifest.json")  # looked for in this order
 REQUIRED = ("title", "version")

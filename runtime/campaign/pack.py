@@ -18,9 +18,9 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .package import open_campaign
-from .problems import CampaignError, Problem
-from .validate import validate
+from narratoria.runtime.campaign.package import open_campaign
+from narratoria.runtime.campaign.problems import CampaignError, Problem
+from narratoria.runtime.campaign.validate import validate
 
 PACKED_FOLDER = "campaign"          # where the campaign's files go inside the package
 VERSION_FILE = "version.txt"        # format metadata beside that folder

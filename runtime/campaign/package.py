@@ -27,8 +27,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from .manifest import MANIFEST_NAMES, slug
-from .problems import CampaignError, Problem
+from narratoria.runtime.campaign.manifest import MANIFEST_NAMES, slug
+from narratoria.runtime.campaign.problems import CampaignError, Problem
 
 PACKAGE_SUFFIXES = (".narratoria", ".zip")
 # Campaigns with art and music run to hundreds of MB (§6.3.7 says up to 500 MB).

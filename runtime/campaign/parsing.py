@@ -19,8 +19,8 @@ from typing import Any
 
 import yaml
 
-from ..bounded import MAX_DEPTH, JsonLimitError, load_json as bounded_json, load_yaml_node
-from .problems import CampaignError, Problem
+from narratoria.runtime.bounded import MAX_DEPTH, JsonLimitError, load_json as bounded_json, load_yaml_node
+from narratoria.runtime.campaign.problems import CampaignError, Problem
 
 
 @dataclass(frozen=True)

@@ -32,11 +32,11 @@ from typing import Any, Iterable, Iterator, Mapping
 
 import msgspec
 
-from .assets import AssetRecord, load_assets, name_keywords
-from .chunking import load_structured
-from .discovery import STRUCTURED_FORMATS, discover
-from .frontmatter import name_hints, read_metadata
-from .problems import CampaignError
+from narratoria.runtime.campaign.assets import AssetRecord, load_assets, name_keywords
+from narratoria.runtime.campaign.chunking import load_structured
+from narratoria.runtime.campaign.discovery import STRUCTURED_FORMATS, discover
+from narratoria.runtime.campaign.frontmatter import name_hints, read_metadata
+from narratoria.runtime.campaign.problems import CampaignError
 
 # Fields that say what a file is, not what it relates to.
 IDENTITY_KEYS = frozenset({"entity_type", "entity_id", "id", "content_type", "priority", "mood",

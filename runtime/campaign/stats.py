@@ -35,13 +35,13 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ..bounded import shown
-from ..state.merge import json_copy
-from ..state.paths import get_path
-from ..state.session import StatRange
-from .discovery import CampaignFile, discover
-from .parsing import Parsed, load_json
-from .problems import CampaignError, Problem
+from narratoria.runtime.bounded import shown
+from narratoria.runtime.campaign.discovery import CampaignFile, discover
+from narratoria.runtime.campaign.parsing import Parsed, load_json
+from narratoria.runtime.campaign.problems import CampaignError, Problem
+from narratoria.runtime.state.merge import json_copy
+from narratoria.runtime.state.paths import get_path
+from narratoria.runtime.state.session import StatRange
 
 __all__ = [
     "STAT_DISPLAYS",

@@ -18,17 +18,17 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterator
 
-from .assets import check_assets
-from .beats import check_beats
-from .chunking import load_structured
-from .discovery import (MAX_CAMPAIGN_TEXT_BYTES, MAX_TEXT_FILE_BYTES, SIDECAR_SUFFIX,
+from narratoria.runtime.campaign.assets import check_assets
+from narratoria.runtime.campaign.beats import check_beats
+from narratoria.runtime.campaign.chunking import load_structured
+from narratoria.runtime.campaign.discovery import (MAX_CAMPAIGN_TEXT_BYTES, MAX_TEXT_FILE_BYTES, SIDECAR_SUFFIX,
                         CampaignFile, discover)
-from .frontmatter import split_frontmatter, read_metadata
-from .manifest import Manifest, find_manifest, load_manifest
-from .package import is_package, open_campaign
-from .items import check_items
-from .problems import CampaignError, Problem
-from .stats import read_stats
+from narratoria.runtime.campaign.frontmatter import split_frontmatter, read_metadata
+from narratoria.runtime.campaign.items import check_items
+from narratoria.runtime.campaign.manifest import Manifest, find_manifest, load_manifest
+from narratoria.runtime.campaign.package import is_package, open_campaign
+from narratoria.runtime.campaign.problems import CampaignError, Problem
+from narratoria.runtime.campaign.stats import read_stats
 
 ASSET_FORMATS = frozenset({"png", "jpg", "jpeg", "webp", "gif", "webm", "mp4",
                            "mp3", "ogg", "wav", "flac"})
@@ -110,8 +110,8 @@ def validate(root: Path) -> ValidationReport:
 def _engine_fields(root: Path, manifest: Manifest) -> list[Problem]:
     """The manifest's fields for the engine (risky actions, invented names): a bad value
     is a warning, since the campaign plays on with the default (resolution.py, canon.py)."""
-    from ..canon import forbids_new_names
-    from ..resolution import rules_from
+    from narratoria.runtime.turn.canon import forbids_new_names
+    from narratoria.runtime.turn.resolution import rules_from
 
     found = [rules_from((), manifest.fields)[1], forbids_new_names(manifest.fields)[1]]
     try:

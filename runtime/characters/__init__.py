@@ -10,7 +10,7 @@ Plain Python, no model or store of its own: callers pass the model as a
 ``generate(prompt) -> text`` function.
 """
 
-from .realize import (
+from narratoria.runtime.characters.realize import (
     CampaignContext,
     CharacterConstraints,
     Realization,
@@ -24,7 +24,7 @@ from .realize import (
     parse_constraints,
     realize,
 )
-from .store import (
+from narratoria.runtime.characters.store import (
     CharacterError,
     CharacterForbidden,
     CharacterNotFound,

@@ -45,13 +45,13 @@ from typing import Any, Literal
 import msgspec
 import yaml
 
-from ..bounded import load_yaml
-from ..campaign.chunking import MAX_TOKENS, Chunk, chunk_prose, count_tokens
-from ..campaign.frontmatter import FileMetadata
-from ..grounding import lore_scope
-from ..store import LoreChunk, PersistenceStore
-from ..files import write_atomic
-from .store import CharacterStore, FreshCharacter, RealizationRecord, check_id
+from narratoria.runtime.bounded import load_yaml
+from narratoria.runtime.campaign.chunking import MAX_TOKENS, Chunk, chunk_prose, count_tokens
+from narratoria.runtime.campaign.frontmatter import FileMetadata
+from narratoria.runtime.characters.store import CharacterStore, FreshCharacter, RealizationRecord, check_id
+from narratoria.runtime.files import write_atomic
+from narratoria.runtime.store import LoreChunk, PersistenceStore
+from narratoria.runtime.turn.grounding import lore_scope
 
 Generate = Callable[[str], str]
 Severity = Literal["none", "warning", "incompatible"]
@@ -156,7 +156,7 @@ def campaign_context(manifest: Mapping[str, Any], constraints: Mapping[str, Any]
 
 def load_campaign_context(root: Path) -> CampaignContext:
     """The campaign folder ``root``'s manifest and ``player_character_constraints.yml``."""
-    from ..campaign.manifest import load_manifest
+    from narratoria.runtime.campaign.manifest import load_manifest
 
     manifest = load_manifest(Path(root))
     doc = None

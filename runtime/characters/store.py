@@ -8,7 +8,7 @@ Layout, under the daemon's data directory (``NARRATORIA_DATA_DIR``, else
     └── char_<16 hex>_portrait_<8 hex>.png     # 512×512 PNG, named by content digest
 
 Each character belongs to the identity that created it (``owner``: ``local``, the
-device's user, or ``client:NAME``, ``runtime/identity.py``); a record without one
+device's user, or ``client:NAME``, ``runtime/host/identity.py``); a record without one
 (written before owners were kept) is the local user's. Calls that pass ``owner`` see,
 change and delete only that owner's characters (the daemon passes the caller's); the
 local CLI passes none, as the data dir's owner.
@@ -49,9 +49,9 @@ from typing import Literal
 import msgspec
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from ..analytics import default_data_dir
-from ..files import write_atomic
-from ..identity import LOCAL_OWNER
+from narratoria.runtime.files import write_atomic
+from narratoria.runtime.host.identity import LOCAL_OWNER
+from narratoria.runtime.host.paths import default_data_dir
 
 DESCRIPTION_MIN = 10
 DESCRIPTION_MAX = 5000

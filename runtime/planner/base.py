@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from ..plan import Plan
-from ..skills.discovery import SkillScript
+from narratoria.runtime.skillrun.plan import Plan
+from narratoria.runtime.skills.discovery import SkillScript
 
 
 @dataclass(frozen=True)

@@ -34,11 +34,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .decoding import NarrationProcessor, NarrationVocab, PreviousTurnNgrams
-from .narration_scores import (Entity, EntityLexicon, content_words, meta_talk,
+from narratoria.runtime.planner.decoding import NarrationProcessor, NarrationVocab, PreviousTurnNgrams
+from narratoria.runtime.planner.narration_scores import (Entity, EntityLexicon, content_words, meta_talk,
                                narrator_first_person, repeated_sentences, speaks_for_player,
                                unsafe)
-from .pick import rewind_to_shared
+from narratoria.runtime.planner.pick import rewind_to_shared
 
 if TYPE_CHECKING:
     from llama_cpp import Llama

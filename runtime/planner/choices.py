@@ -1,7 +1,7 @@
 """The 3–4 choices offered after a turn's narration (architecture §7.1, issue 20 item 5).
 
 Options are built from the world, not from the narration's loose words: for a
-campaign scene, :class:`SceneFacts` (``runtime/scene_world.py``) says who is present,
+campaign scene, :class:`SceneFacts` (``runtime/turn/scene_world.py``) says who is present,
 the place with its exits and features, what the player carries and the way toward the
 current plot beat, and :func:`world_menu` words each with verbs that fit it ("Ask
 Odile Venn about the Heartglass", "Light the tide lantern", "Go to the Bell Chapel").
@@ -33,10 +33,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .model import ModelPlanner
-from .narration import NarrationContext
-from .narration_scores import broken_choices, choice_problems
-from .pick import Picker
+from narratoria.runtime.planner.model import ModelPlanner
+from narratoria.runtime.planner.narration import NarrationContext
+from narratoria.runtime.planner.narration_scores import broken_choices, choice_problems
+from narratoria.runtime.planner.pick import Picker
 
 if TYPE_CHECKING:
     from llama_cpp import Llama
@@ -215,7 +215,7 @@ class Thing:
 
 @dataclass(frozen=True)
 class SceneFacts:
-    """What the menu of one scene may name (built by ``runtime/scene_world.py``)."""
+    """What the menu of one scene may name (built by ``runtime/turn/scene_world.py``)."""
 
     place: Thing | None = None
     exits: tuple[Thing, ...] = ()

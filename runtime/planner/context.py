@@ -42,8 +42,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import tiktoken
 
-    from ..store.records import LoreChunk
-    from ..store.store import Hit
+    from narratoria.runtime.store.records import LoreChunk
+    from narratoria.runtime.store.store import Hit
 
 log = logging.getLogger("narratoria.context")
 

@@ -37,10 +37,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..embedding import EmbeddingBackend
-from .deeds import (EVENTS, PERCEPTION, REPUTATION, Deed, Entity, Mention, asks_standing,
+from narratoria.runtime.embedding import EmbeddingBackend
+from narratoria.runtime.planner.deeds import (EVENTS, PERCEPTION, REPUTATION, Deed, Entity, Mention, asks_standing,
                     fair_trade, mentions, read_deeds, unnamed)
-from .router import PENALTY_C, build_vocabulary, clauses, fit_logistic, lexical, sigmoid
+from narratoria.runtime.planner.router import PENALTY_C, build_vocabulary, clauses, fit_logistic, lexical, sigmoid
 
 KIND, HARMFUL, QUERY = "kind", "harmful", "query"
 SIDES = (KIND, HARMFUL, QUERY)

@@ -239,9 +239,9 @@ def cast_entities(cast: Mapping[str, Mapping[str, Any]],
 def campaign_entities(root: Path | str) -> tuple[Entity, ...]:
     """The NPCs and factions of the campaign folder ``root``: its cast (character
     files) and its lore files of ``kind: faction``."""
-    from ..campaign.discovery import discover  # the campaign package is heavier than this one
-    from ..campaign.frontmatter import read_metadata
-    from ..campaign.loaded import NPC_TYPES
+    from narratoria.runtime.campaign.discovery import discover  # the campaign package is heavier than this one
+    from narratoria.runtime.campaign.frontmatter import read_metadata
+    from narratoria.runtime.campaign.loaded import NPC_TYPES
 
     cast: dict[str, dict[str, Any]] = {}
     factions: list[tuple[str, str]] = []
@@ -273,7 +273,7 @@ def campaign_entities(root: Path | str) -> tuple[Entity, ...]:
 def _things(root: Path, places: Sequence[tuple[str, Mapping[str, Any], str]]) -> list[Entity]:
     """The campaign's places and items by name: "the Heartglass" or "the Tide Lantern"
     is a thing, never a group a deed could be done to."""
-    from ..campaign.discovery import MAX_TEXT_FILE_BYTES
+    from narratoria.runtime.campaign.discovery import MAX_TEXT_FILE_BYTES
 
     names = {place_id: str(fm.get("name") or place_id.replace("_", " "))
              for place_id, fm, _ in places}
@@ -346,7 +346,7 @@ def session_entities(campaign_root: Path | str | None,
     NPCs a session was created with beside the campaign's)."""
     found: tuple[Entity, ...] = ()
     if campaign_root is not None:
-        from ..campaign.discovery import discover
+        from narratoria.runtime.campaign.discovery import discover
 
         root = Path(campaign_root)
         stamp = tuple((f.relative, f.path.stat().st_mtime_ns, f.size_bytes)

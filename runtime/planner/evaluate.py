@@ -70,11 +70,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..plan import Plan, PlanError, decode_plan, encode, validate_plan
-from ..skills.discovery import SkillScript
-from .base import Planner, PlanRequest
-from .deeds import SIZES, Entity, campaign_entities, effect_met, entity_id, planned_effects
-from .pattern import PatternPlanner
+from narratoria.runtime.planner.base import Planner, PlanRequest
+from narratoria.runtime.planner.deeds import SIZES, Entity, campaign_entities, effect_met, entity_id, planned_effects
+from narratoria.runtime.planner.pattern import PatternPlanner
+from narratoria.runtime.skillrun.plan import Plan, PlanError, decode_plan, encode, validate_plan
+from narratoria.runtime.skills.discovery import SkillScript
 
 DEFAULT_BUDGET_S = 5.0  # the turn loop's generation budget (replan.GENERATION_BUDGET_S)
 MISTAKES_LIMIT = 20
@@ -458,7 +458,7 @@ class EvalReport:
 def builtin_scripts() -> tuple[SkillScript, ...]:
     """Every script of the built-in skills, those switched off included: what the
     evaluation offers the planner, whatever this machine's settings say."""
-    from ..skills.registry import SkillRegistry, builtin_skills_dir
+    from narratoria.runtime.skills.registry import SkillRegistry, builtin_skills_dir
 
     return tuple(SkillRegistry([builtin_skills_dir()]).scripts(include_disabled=True))
 
@@ -466,7 +466,7 @@ def builtin_scripts() -> tuple[SkillScript, ...]:
 def default_planner(model_path: Path | str | None = None, skills: Any = None) -> Planner:
     """The turn loop's planner: the embedding router in front of the model;
     ``skills`` is a SkillRegistry."""
-    from .routed import default_planner as routed_default
+    from narratoria.runtime.planner.routed import default_planner as routed_default
 
     return routed_default(model_path, skills=skills)
 
@@ -476,7 +476,7 @@ Progress = Callable[[int, int, CaseOutcome], None]
 
 def campaign_folder(campaign: str) -> Path | None:
     """The folder a case's ``campaign`` names: a built-in campaign's id, else a path."""
-    from ..campaign.catalog import builtin_campaigns_dir
+    from narratoria.runtime.campaign.catalog import builtin_campaigns_dir
 
     builtin = builtin_campaigns_dir() / campaign
     if "/" not in campaign and builtin.is_dir():

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import msgspec
 
-from ..plan import Plan, new_plan_id
-from .base import PlanRequest
+from narratoria.runtime.planner.base import PlanRequest
+from narratoria.runtime.skillrun.plan import Plan, new_plan_id
 
 
 class FixedPlanner:

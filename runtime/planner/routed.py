@@ -32,18 +32,18 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..embedding import EmbeddingBackend
-from ..plan import Plan, PlanMetadata, new_plan_id
-from ..skills.registry import SkillRegistry
-from ..plan import ToolInvocation
-from .base import PlanRequest, PlanShape
-from .deed_sense import DeedSense
-from .deeds import (PERCEPTION, REPUTATION, SKILL_OF, Deed, Entity, idle, mentions,
+from narratoria.runtime.embedding import EmbeddingBackend
+from narratoria.runtime.planner.base import PlanRequest, PlanShape
+from narratoria.runtime.planner.deed_sense import DeedSense
+from narratoria.runtime.planner.deeds import (PERCEPTION, REPUTATION, SKILL_OF, Deed, Entity, idle, mentions,
                     perception_input, reputation_input)
-from .grammar import explicit_values
-from .model import ModelPlanner
-from .pattern import narrative_only
-from .router import Routing, SkillRouter
+from narratoria.runtime.skillrun.plan import Plan, PlanMetadata, new_plan_id
+from narratoria.runtime.skillrun.plan import ToolInvocation
+from narratoria.runtime.skills.registry import SkillRegistry
+from narratoria.runtime.planner.grammar import explicit_values
+from narratoria.runtime.planner.model import ModelPlanner
+from narratoria.runtime.planner.pattern import narrative_only
+from narratoria.runtime.planner.router import Routing, SkillRouter
 
 TRUST_MODEL_BYTES = 1 << 30  # ~1.5B parameters at 4 bits and up
 
@@ -203,7 +203,7 @@ def default_planner(model_path: str | Path | None = None, *, skills: SkillRegist
     """The default model (or ``model_path``) behind a router on the local MiniLM;
     ``skills``: a registry to read skills from instead of beside their scripts."""
     if embedder is None:
-        from ..embedding import shared_local
+        from narratoria.runtime.embedding import shared_local
 
         embedder = shared_local()
     model = ModelPlanner(model_path, skills=skills.get if skills is not None else None)

@@ -40,8 +40,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..embedding import EmbeddingBackend
-from ..skills.discovery import Skill, SkillScript
+from narratoria.runtime.embedding import EmbeddingBackend
+from narratoria.runtime.skills.discovery import Skill, SkillScript
 
 # Player inputs that need no skill: moving the story by narration alone.
 NARRATION_EXAMPLES = (

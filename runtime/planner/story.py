@@ -30,11 +30,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..second_person import you_form
-from .narration_scores import meta_talk, unsafe
+from narratoria.runtime.planner.narration_scores import meta_talk, unsafe
+from narratoria.runtime.turn.second_person import you_form
 
 if TYPE_CHECKING:
-    from .narration import NarrationContext
+    from narratoria.runtime.planner.narration import NarrationContext
 
 LEAD_BUDGET = 300       # characters of a rewritten action shown as the first sentence
 PART_BUDGET = 400       # characters per background part: the model writes better from less
@@ -51,7 +51,7 @@ _LET_ME = re.compile(r"^(?:let me|let's|lets|let us)\s+(.+)$", re.IGNORECASE)
 def second_person(action: str, budget: int = LEAD_BUDGET) -> str:
     """The player's action as the story's sentence, in the second person present.
 
-    A deed is :func:`~narratoria.runtime.second_person.you_form`'s ("I climb the wall"
+    A deed is :func:`~narratoria.runtime.turn.second_person.you_form`'s ("I climb the wall"
     → "You climb the wall."; one rewrite for the engine and the narrator). What that
     will not retell is the player's speech, quoted as they wrote it: "Orla, what is in
     the satchel?" → 'You turn to Orla: "What is in the satchel?"'; "Where is the

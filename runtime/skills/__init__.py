@@ -1,6 +1,6 @@
 """The skills framework: discovery, the registry, health and conformance checks."""
 
-from .discovery import (
+from narratoria.runtime.skills.discovery import (
     Discovery,
     Skill,
     SkillError,
@@ -9,8 +9,8 @@ from .discovery import (
     discover,
     load_skill,
 )
-from .health import Health, SkillHealthTracker
-from .registry import SkillRegistry, builtin_skills_dir, user_skills_dir
+from narratoria.runtime.skills.health import Health, SkillHealthTracker
+from narratoria.runtime.skills.registry import SkillRegistry, builtin_skills_dir, user_skills_dir
 
 __all__ = [
     "Discovery",

@@ -39,8 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from ..files import write_atomic
-from .discovery import Skill
+from narratoria.runtime.files import write_atomic
+from narratoria.runtime.skills.discovery import Skill
 
 CONFIG_FILE = "config.json"
 SETTINGS_FILE = "skills.json"
@@ -81,7 +81,7 @@ def settings_path() -> Path:
 
 def is_builtin(skill: Skill) -> bool:
     # Imported here: the registry imports this module for the disabled list.
-    from .registry import builtin_skills_dir
+    from narratoria.runtime.skills.registry import builtin_skills_dir
 
     try:
         return skill.root.resolve().is_relative_to(builtin_skills_dir().resolve())

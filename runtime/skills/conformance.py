@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..limits import SkillCaps
-from ..process import ProcessLimits, run_script, script_env
-from ..protocol import ErrorEvent, tool_input
-from .discovery import SKILL_FILE, Skill, SkillError, SkillScript, load_skill
+from narratoria.runtime.skillrun.limits import SkillCaps
+from narratoria.runtime.skillrun.process import ProcessLimits, run_script, script_env
+from narratoria.runtime.skillrun.protocol import ErrorEvent, tool_input
+from narratoria.runtime.skills.discovery import SKILL_FILE, Skill, SkillError, SkillScript, load_skill
 
 PROBE_TIMEOUT_S = 10.0
 

@@ -17,7 +17,7 @@ from typing import Any
 import msgspec
 import yaml
 
-from ..bounded import JsonLimitError, load_json, load_yaml
+from narratoria.runtime.bounded import JsonLimitError, load_json, load_yaml
 
 SKILL_FILE = "SKILL.md"
 CONFIG_SCHEMA = Path("references") / "config-schema.json"
@@ -40,7 +40,7 @@ class RetryPolicySpec(msgspec.Struct, forbid_unknown_fields=True):
 
 class LimitsSpec(msgspec.Struct, forbid_unknown_fields=True):
     """A skill's own resource limits per process (``x-narratoria.limits``); unset
-    ones keep the daemon's defaults (runtime/limits.py)."""
+    ones keep the daemon's defaults (runtime/skillrun/limits.py)."""
 
     cpuSeconds: int | None = None
     memoryMb: int | None = None

@@ -16,9 +16,9 @@ import os
 import threading
 from pathlib import Path
 
-from ..bundled import bundled_dir
-from .config import settings_path, settings_stamp, switched_off
-from .discovery import Discovery, Skill, SkillScript, discover, fingerprint, inside
+from narratoria.runtime.bundled import bundled_dir
+from narratoria.runtime.skills.config import settings_path, settings_stamp, switched_off
+from narratoria.runtime.skills.discovery import Discovery, Skill, SkillScript, discover, fingerprint, inside
 
 log = logging.getLogger(__name__)
 

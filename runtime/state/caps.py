@@ -34,7 +34,7 @@ from typing import Any
 
 import msgspec
 
-from ..bounded import MAX_DEPTH
+from narratoria.runtime.bounded import MAX_DEPTH
 
 __all__ = ["DEFAULT_CAPS", "StateCapError", "StateCaps", "encoded_size"]
 

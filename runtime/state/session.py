@@ -25,10 +25,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..bounded import depth_of
-from .caps import DEFAULT_CAPS, StateCapError, StateCaps, encoded_size
-from .merge import deep_merge, json_copy
-from .paths import WILDCARD, iter_matching, segments_match, split_path
+from narratoria.runtime.bounded import depth_of
+from narratoria.runtime.state.caps import DEFAULT_CAPS, StateCapError, StateCaps, encoded_size
+from narratoria.runtime.state.merge import deep_merge, json_copy
+from narratoria.runtime.state.paths import WILDCARD, iter_matching, segments_match, split_path
 
 __all__ = ["SessionState", "StatRange"]
 

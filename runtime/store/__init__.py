@@ -10,10 +10,10 @@ See ``store.py`` for concurrency and durability, ``decay.py`` for decay,
 ``retention.py`` for retention and ``filters.py`` for scoping.
 """
 
-from .decay import DecayPolicy, decayed
-from .filters import Filters
-from .monitor import QueryMonitor, QueryStat
-from .records import (
+from narratoria.runtime.store.decay import DecayPolicy, decayed
+from narratoria.runtime.store.filters import Filters
+from narratoria.runtime.store.monitor import QueryMonitor, QueryStat
+from narratoria.runtime.store.records import (
     CharacterPortrait,
     DataType,
     FactionReputation,
@@ -25,8 +25,8 @@ from .records import (
     RecordError,
     description_hash,
 )
-from .retention import RetentionPolicy, RetentionResult
-from .store import (
+from narratoria.runtime.store.retention import RetentionPolicy, RetentionResult
+from narratoria.runtime.store.store import (
     DEFAULT_MIN_SCORE,
     DuplicateRecord,
     Hit,

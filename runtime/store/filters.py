@@ -18,8 +18,8 @@ from typing import Any, Callable, Mapping
 
 import msgspec
 
-from .records import UTC, DataType, RecordError, camel, utc
-from .schema import SPECS
+from narratoria.runtime.store.records import UTC, DataType, RecordError, camel, utc
+from narratoria.runtime.store.schema import SPECS
 
 
 class Filters(msgspec.Struct, kw_only=True, rename="camel", forbid_unknown_fields=True,

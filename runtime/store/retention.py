@@ -24,9 +24,9 @@ from datetime import datetime, timedelta
 
 import duckdb
 
-from .filters import Filters, scoped_where
-from .records import DataType, parse_data_type
-from .schema import SPECS, TableSpec
+from narratoria.runtime.store.filters import Filters, scoped_where
+from narratoria.runtime.store.records import DataType, parse_data_type
+from narratoria.runtime.store.schema import SPECS, TableSpec
 
 
 @dataclass(frozen=True)

@@ -25,9 +25,9 @@ import duckdb
 import msgspec
 import numpy as np
 
-from .filters import naive_utc
-from .records import Record
-from .schema import TableSpec
+from narratoria.runtime.store.filters import naive_utc
+from narratoria.runtime.store.records import Record
+from narratoria.runtime.store.schema import TableSpec
 
 VECTOR_COLUMNS = ("embedding", "embedding_model", "embedding_version")
 JSON_TYPES = {"VARCHAR[]": ["VARCHAR"]}  # from_json spells a list type as a JSON list

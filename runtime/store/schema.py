@@ -34,8 +34,8 @@ from typing import Callable
 import duckdb
 import msgspec
 
-from ..db import Migration
-from .records import (
+from narratoria.runtime.db import Migration
+from narratoria.runtime.store.records import (
     RECORD_TYPES,
     CharacterPortrait,
     DataType,

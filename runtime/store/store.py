@@ -43,12 +43,12 @@ import duckdb
 import msgspec
 import numpy as np
 
-from ..db import connect, migrate
-from ..embedding import EmbeddingBackend
-from .decay import DecayPolicy, decayed
-from .filters import Filters, given, scoped_where, to_filters
-from .monitor import QueryMonitor
-from .records import (
+from narratoria.runtime.db import connect, migrate
+from narratoria.runtime.embedding import EmbeddingBackend
+from narratoria.runtime.store.decay import DecayPolicy, decayed
+from narratoria.runtime.store.filters import Filters, given, scoped_where, to_filters
+from narratoria.runtime.store.monitor import QueryMonitor
+from narratoria.runtime.store.records import (
     DERIVED_FIELDS,
     UTC,
     DataType,
@@ -58,9 +58,9 @@ from .records import (
     parse_data_type,
     to_record,
 )
-from .retention import RetentionPolicy, RetentionResult, apply_policy
-from .rows import from_row, insert_many, insert_one, quoted, to_row, vector_text
-from .schema import (
+from narratoria.runtime.store.retention import RetentionPolicy, RetentionResult, apply_policy
+from narratoria.runtime.store.rows import from_row, insert_many, insert_one, quoted, to_row, vector_text
+from narratoria.runtime.store.schema import (
     COMPONENT,
     COMPUTED_FIELDS,
     EMBEDDING_SEQ,
@@ -69,7 +69,7 @@ from .schema import (
     migrations,
     stored_dimensions,
 )
-from .vector_cache import VectorCache
+from narratoria.runtime.store.vector_cache import VectorCache
 
 # all-MiniLM-L6-v2 scores related short texts 0.13-0.5 and unrelated ones mostly
 # below 0.1 (README, "Semantic search threshold"); the spec's 0.7 returns nothing.

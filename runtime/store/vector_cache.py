@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import duckdb
 import numpy as np
 
-from .filters import scoped_where
-from .schema import TableSpec
+from narratoria.runtime.store.filters import scoped_where
+from narratoria.runtime.store.schema import TableSpec
 
 Key = tuple[str, str, str]  # table, playthrough, embedding model
 

@@ -23,8 +23,7 @@ from pathlib import Path
 
 import grpc
 
-from narratoria.proto import narratoria_pb2 as pb
-from narratoria.proto import narratoria_pb2_grpc as rpc
+from narratoria.proto import narratoria_pb2 as pb, narratoria_pb2_grpc as rpc
 
 MIB = 1 << 20
 CALL_TIMEOUT_S = 60
@@ -203,7 +202,7 @@ def flood(target: str, token: str | None, count: int, session_id: str, seed: int
 
 def main(argv: list[str]) -> int:
     from narratoria.clients.client import NarratoriaClient
-    from narratoria.runtime.endpoint import client_token, unix_endpoint
+    from narratoria.runtime.host.endpoint import client_token, unix_endpoint
 
     socket, pid = argv[0], int(argv[1])
     count = int(argv[2]) if len(argv) > 2 else 5000

@@ -26,9 +26,9 @@ from conftest import TESTS
 from narratoria.runtime.campaign import CampaignError, ingest, validate
 from narratoria.runtime.characters.realize import RealizationError, load_campaign_context
 from narratoria.runtime.embedding import EmbeddingSettings, make_backend
-from narratoria.runtime.grounding import lore_scope
 from narratoria.runtime.skills.discovery import SkillError, load_skill
 from narratoria.runtime.store import PersistenceStore
+from narratoria.runtime.turn.grounding import lore_scope
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "bounded-ingestion"
 TINY = TESTS / "fixtures" / "campaigns" / "tiny"

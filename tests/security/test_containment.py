@@ -4,7 +4,7 @@
 outlived their invocation, and ``narratoria loadtest`` counted none of them (its scan
 looked for environment variables that a forked child need not carry). Now each
 invocation runs in a cgroup of its own where one is writable, else under a shim that is
-its orphans' subreaper (``runtime/containment.py``), with a process-count limit; the
+its orphans' subreaper (``runtime/skillrun/containment.py``), with a process-count limit; the
 leak scan finds orphans by ancestry and cgroup.
 
 Hostile skills: ``tests/security/fixtures/containment/escapee`` (``orphan-maker``: orphans
@@ -32,11 +32,11 @@ import pytest
 from conftest import REPO, TESTS, process_alive
 from narratoria.clients.client import NarratoriaClient
 from narratoria.clients.loadtest import run_loadtest
-from narratoria.runtime.containment import Containment, ContainmentError, own_folders
-from narratoria.runtime.limits import ResourceLimits
-from narratoria.runtime.process import ProcessLimits, run_script, script_env
-from narratoria.runtime.protocol import tool_input
-from narratoria.runtime.zygote import Zygote
+from narratoria.runtime.skillrun.containment import Containment, ContainmentError, own_folders
+from narratoria.runtime.skillrun.limits import ResourceLimits
+from narratoria.runtime.skillrun.process import ProcessLimits, run_script, script_env
+from narratoria.runtime.skillrun.protocol import tool_input
+from narratoria.runtime.skillrun.zygote import Zygote
 from support.daemon import HASH_EMBEDDER, Daemon
 
 ROOT = TESTS / "security" / "fixtures" / "containment"
@@ -238,10 +238,10 @@ def test_the_process_limit_falls_back_to_rlimit_nproc_for_a_normal_user():
     harness.write_text(textwrap.dedent(f"""
         import asyncio, json, site, sys
         site.addsitedir({str(site)!r})
-        from narratoria.runtime.containment import Containment, user_tasks
-        from narratoria.runtime.limits import ResourceLimits
-        from narratoria.runtime.process import ProcessLimits, run_script, script_env
-        from narratoria.runtime.protocol import tool_input
+        from narratoria.runtime.skillrun.containment import Containment, user_tasks
+        from narratoria.runtime.skillrun.limits import ResourceLimits
+        from narratoria.runtime.skillrun.process import ProcessLimits, run_script, script_env
+        from narratoria.runtime.skillrun.protocol import tool_input
         c = Containment("subreaper")
         env = {{**script_env(None, "r"), "PYTHONPATH": {f"{site}:{folder / 'src'}"!r}}}
         before = user_tasks()
@@ -379,7 +379,7 @@ def test_the_leak_scan_finds_an_orphan_that_carries_no_marker(tmp_path):
     probe.write_text(textwrap.dedent(f"""
         import json, subprocess, sys
         from narratoria.clients.loadtest import leaked_processes
-        from narratoria.runtime.containment import become_subreaper
+        from narratoria.runtime.skillrun.containment import become_subreaper
         if sys.argv[1] == "adopt":
             become_subreaper()
         stdin = json.dumps({{"input": {{"count": 1}}}})

@@ -20,9 +20,9 @@ import pytest
 
 from conftest import REPO
 from narratoria.runtime.db import connect, migrate
-from narratoria.runtime.state import EngineConfig, NarrativeStateEngine
-from narratoria.runtime.state.engine_schema import COMPONENT, SCHEMA, migrations
-from narratoria.runtime.state.models import NarrativeStateError
+from narratoria.runtime.narrative import EngineConfig, NarrativeStateEngine
+from narratoria.runtime.narrative.models import NarrativeStateError
+from narratoria.runtime.narrative.schema import COMPONENT, SCHEMA, migrations
 
 DIMS = 32
 
@@ -71,7 +71,7 @@ def test_an_in_memory_engine_never_conflicts():
 
 HOLDER = textwrap.dedent("""\
     import sys, time
-    from narratoria.runtime.state import EngineConfig, NarrativeStateEngine
+    from narratoria.runtime.narrative import EngineConfig, NarrativeStateEngine
     engine = NarrativeStateEngine(EngineConfig(db_path=sys.argv[1], embedding_backend="hash",
                                                vector_dimensions=32))
     print("ready", flush=True)

@@ -27,9 +27,8 @@ import pytest
 from PIL import Image
 
 from narratoria.clients.client import ClientError, NarratoriaClient
-from narratoria.proto import narratoria_pb2 as pb
-from narratoria.proto import narratoria_pb2_grpc as rpc
-from narratoria.runtime.endpoint import TOKEN_NAME, client_token, unix_endpoint
+from narratoria.proto import narratoria_pb2 as pb, narratoria_pb2_grpc as rpc
+from narratoria.runtime.host.endpoint import TOKEN_NAME, client_token, unix_endpoint
 
 from support.daemon import HASH_EMBEDDER, Daemon
 

@@ -5,7 +5,7 @@ the zygote and once exec'd, tries to read the daemon's ``/proc/<pid>/environ`` (
 holds a secret the test gave the daemon), ``cmdline`` and ``status``, the supervisor's,
 pid 1's, and Ray's auth token in ``~/.ray`` (a temporary HOME holding one): every read
 is refused, while its own ``/proc/self/status`` works. Landlock does it
-(``runtime/sandbox.py``): a second layer, built in the child, allows ``/proc/<own pid>``
+(``runtime/skillrun/sandbox.py``): a second layer, built in the child, allows ``/proc/<own pid>``
 and no other process's folder, and ``~/.ray`` and ``/tmp/ray`` join the denied folders.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from narratoria.runtime import sandbox
+from narratoria.runtime.skillrun import sandbox
 from skill_plans import finished, run_plan, tool_events
 from support.daemon import Daemon
 

@@ -12,9 +12,8 @@ import grpc
 import pytest
 from google.protobuf.descriptor import FieldDescriptor
 
-from narratoria.proto import narratoria_pb2 as pb
-from narratoria.proto import narratoria_pb2_grpc as rpc
-from narratoria.runtime.endpoint import client_token, unix_endpoint
+from narratoria.proto import narratoria_pb2 as pb, narratoria_pb2_grpc as rpc
+from narratoria.runtime.host.endpoint import client_token, unix_endpoint
 
 MIB = 1 << 20
 HUGE = 4 * MIB

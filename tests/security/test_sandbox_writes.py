@@ -11,7 +11,7 @@ in ``~/.config``; to SIGKILL the daemon (and its process group), its actors, the
 its own shim or parent and a bystander process of the user; to connect to another
 process's abstract unix socket. Every attempt is refused and nothing changes, while it
 still writes its working directory, its TMPDIR, ``/dev/null`` and ``/dev/shm``, calls
-the Store, and kills a child of its own. Landlock does it (``runtime/sandbox.py``): a
+the Store, and kills a child of its own. Landlock does it (``runtime/skillrun/sandbox.py``): a
 layer built in the child handles only the rights that change files and gives them back
 to the working directory and TMPDIR, and the layer that keeps other processes' ``/proc``
 out also scopes signals and abstract sockets to the skill's own domain (ABI 6).
@@ -36,10 +36,10 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, process_alive
-from narratoria.runtime import sandbox
-from narratoria.runtime.containment import Containment
-from narratoria.runtime.process import ProcessLimits, run_script, script_env
-from narratoria.runtime.protocol import tool_input
+from narratoria.runtime.skillrun import sandbox
+from narratoria.runtime.skillrun.containment import Containment
+from narratoria.runtime.skillrun.process import ProcessLimits, run_script, script_env
+from narratoria.runtime.skillrun.protocol import tool_input
 from narratoria.runtime.skills.discovery import load_skill
 
 pytestmark = pytest.mark.skipif(not sandbox.available(), reason="this kernel has no Landlock")
@@ -207,7 +207,7 @@ def test_on_a_kernel_without_scopes_writes_stay_confined_and_it_is_said_once(
     data.mkdir()
     mine.mkdir()
     sleeper = subprocess.Popen(["sleep", "60"])
-    program = (f"import os, signal\nfrom narratoria.runtime import sandbox\n"
+    program = (f"import os, signal\nfrom narratoria.runtime.skillrun import sandbox\n"
                f"sandbox._abi = min(sandbox.available(), 5)\n"
                f"sandbox.deny([{str(data)!r}], None, [{str(mine)!r}])\n"
                f"open({str(mine / 'ok')!r}, 'w').close()\n"

@@ -1,7 +1,7 @@
 """Limits have ceilings (issue 19 item 6), against real daemons and real skills.
 
 A SKILL.md may set its own kernel limits and timeout, and a plan its tools' and its own
-timeout; the daemon caps them all (``runtime/limits.py`` ``SkillCaps``: 4 GiB, 300 CPU
+timeout; the daemon caps them all (``runtime/skillrun/limits.py`` ``SkillCaps``: 4 GiB, 300 CPU
 seconds, 4096 files, 300 s a tool, 600 s a plan by default; ``narratoria serve
 --max-skill-memory-mb`` and friends raise them). Past a cap the tool (or the plan) is
 refused before anything runs, with an error naming the skill or tool, what it asked for,

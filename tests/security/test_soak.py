@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from narratoria.runtime.endpoint import client_token, unix_endpoint
+from narratoria.runtime.host.endpoint import client_token, unix_endpoint
 
 from support_soak import MIB, flood, tree_report, tree_rss
 from support.daemon import Daemon

@@ -18,9 +18,8 @@ from pathlib import Path
 import grpc
 import pytest
 
-from narratoria.proto import narratoria_pb2 as pb
-from narratoria.proto import narratoria_pb2_grpc as rpc
-from narratoria.runtime.endpoint import TOKEN_METADATA
+from narratoria.proto import narratoria_pb2 as pb, narratoria_pb2_grpc as rpc
+from narratoria.runtime.host.endpoint import TOKEN_METADATA
 from support.daemon import HASH_EMBEDDER, Daemon
 
 SKILLS = Path(__file__).resolve().parent / "fixtures" / "state-caps"
@@ -110,8 +109,8 @@ def test_a_turns_patches_and_the_state_are_capped_too(flood_daemon):
 
 def test_a_session_over_the_cap_from_before_stays_readable_and_playable():
     from narratoria.runtime.db import DB_FILENAME, connect
-    from narratoria.runtime.identity import LOCAL_OWNER
-    from narratoria.runtime.sessions import SessionStore
+    from narratoria.runtime.host.identity import LOCAL_OWNER
+    from narratoria.runtime.sessions.store import SessionStore
 
     folder = Path(tempfile.mkdtemp(prefix="nd-", dir="/tmp"))
     data = folder / "data"

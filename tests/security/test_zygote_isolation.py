@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 
 from conftest import TESTS, process_alive
-from narratoria.runtime import sandbox
-from narratoria.runtime.containment import Containment, ContainmentError
-from narratoria.runtime.limits import ResourceLimits
-from narratoria.runtime.process import script_env
-from narratoria.runtime.zygote import Zygote
+from narratoria.runtime.skillrun import sandbox
+from narratoria.runtime.skillrun.containment import Containment, ContainmentError
+from narratoria.runtime.skillrun.limits import ResourceLimits
+from narratoria.runtime.skillrun.process import script_env
+from narratoria.runtime.skillrun.zygote import Zygote
 from support.daemon import HASH_EMBEDDER, Daemon
 
 ROOT = TESTS / "security" / "fixtures" / "containment"

@@ -70,7 +70,7 @@ def play(client: NarratoriaClient, session_id: str, text: str | None = None,
 
 def daemon_token(daemon: Daemon) -> str:
     """What a raw stub sends as x-narratoria-token (the client library finds it itself)."""
-    from narratoria.runtime.endpoint import client_token, unix_endpoint
+    from narratoria.runtime.host.endpoint import client_token, unix_endpoint
 
     return client_token(unix_endpoint(daemon.socket)) or ""
 

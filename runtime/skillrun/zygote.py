@@ -17,8 +17,8 @@ own connection over that channel (SCM_RIGHTS); a skill would need an fd it can n
 Per invocation, on its connection: the client sends a 4-byte big-endian length and a
 JSON request ``{"path", "env", "cwd", "rlimits", "sandbox", "cells"}`` (nothing else)
 with the fds attached: the child's stdin, stdout and stderr; when ``sandbox`` is true the
-Landlock ruleset the child restricts itself with (``runtime/sandbox.py``); then ``cells``
-cgroup folders the child joins (``runtime/containment.py``). The zygote checks it against
+Landlock ruleset the child restricts itself with (``runtime/skillrun/sandbox.py``); then ``cells``
+cgroup folders the child joins (``runtime/skillrun/containment.py``). The zygote checks it against
 the policy it was started with (:class:`ZygotePolicy`): no request may turn the sandbox
 off, leave out or raise a resource limit past its ceiling, or leave out its cgroup; the
 process group is not the request's to choose. It answers ``{"error": why}`` or, from the
@@ -45,7 +45,7 @@ skill would:
 
 The zygote exits when its channel closes (the supervisor is gone), and its shims kill
 their scripts when it does: it never outlives its owner. Without a zygote (a local run,
-or the zygote down) ``runtime/process.py`` exec's the script, or, where containment needs
+or the zygote down) ``runtime/skillrun/process.py`` exec's the script, or, where containment needs
 a subreaper, runs one invocation through :func:`spawn_once`: a one-shot shim process.
 """
 
@@ -67,17 +67,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, NoReturn, Sequence
 
-from . import containment as contain
-from . import sandbox
-from .containment import Containment, default_containment
-from .limits import apply_resource_limits
+from narratoria.runtime.skillrun import containment as contain
+from narratoria.runtime.skillrun import sandbox
+from narratoria.runtime.skillrun.containment import Containment, default_containment
+from narratoria.runtime.skillrun.limits import apply_resource_limits
 
 # What the built-in skills import at start (clients/skillkit.py and the Store stubs).
 PRELOAD = ("json", "grpc", "narratoria.proto.narratoria_pb2",
            "narratoria.proto.narratoria_pb2_grpc", "narratoria.clients.skillkit")
 READY = b"zygote ready\n"
-SERVE_COMMAND = "from narratoria.runtime.zygote import serve; serve()"
-ONCE_COMMAND = "from narratoria.runtime.zygote import serve_once; serve_once()"
+SERVE_COMMAND = "from narratoria.runtime.skillrun.zygote import serve; serve()"
+ONCE_COMMAND = "from narratoria.runtime.skillrun.zygote import serve_once; serve_once()"
 ZYGOTE_NAME, SHIM_NAME = "nr-zygote", "nr-shim"  # their comm, for ps and leak checks
 _LENGTH = struct.Struct(">I")
 MAX_REQUEST_BYTES = 4 * 1024 * 1024

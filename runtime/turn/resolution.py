@@ -45,8 +45,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .planner.narration_scores import dice_consistency
-from .second_person import deed_phrase
+from narratoria.runtime.planner.narration_scores import dice_consistency
+from narratoria.runtime.turn.second_person import deed_phrase
 
 OUTCOMES = ("success", "partial", "failure")
 DEFAULT_DIFFICULTY = 10

@@ -80,13 +80,13 @@ from typing import Any, Callable, Iterator, Sequence
 import duckdb
 import numpy as np
 
-from ..db import DatabaseLocked, connect, literal, migrate
-from ..embedding import (LOCAL_MODEL, EmbeddingBackend, EmbeddingError, EmbeddingSettings,
+from narratoria.runtime.db import DatabaseLocked, connect, literal, migrate
+from narratoria.runtime.embedding import (LOCAL_MODEL, EmbeddingBackend, EmbeddingError, EmbeddingSettings,
                          make_backend)
-from .chunking import chunk_text
-from .engine_schema import COMPONENT, SCHEMA, migrations, stored_dimensions
-from .journal import JournalRow, MemoryJournal, journal_path
-from .models import (
+from narratoria.runtime.narrative.chunking import chunk_text
+from narratoria.runtime.narrative.journal import JournalRow, MemoryJournal, journal_path
+from narratoria.runtime.narrative.schema import COMPONENT, SCHEMA, migrations, stored_dimensions
+from narratoria.runtime.narrative.models import (
     CHUNK_TYPES,
     GRANULARITIES,
     KNOWLEDGE_SOURCES,

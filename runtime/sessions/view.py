@@ -36,9 +36,9 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from .campaign.icons import IconIndex
-from .campaign.items import ItemCatalog
-from .campaign.stats import StatDefinition, StatRegistry
+from narratoria.runtime.campaign.icons import IconIndex
+from narratoria.runtime.campaign.items import ItemCatalog
+from narratoria.runtime.campaign.stats import StatDefinition, StatRegistry
 
 __all__ = ["CAMPAIGN_PREFIX", "DATA_PREFIX", "HIDDEN_WORD", "HiddenStats", "number_or_none",
            "session_view", "visible_state"]

@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .models import GRANULARITIES, InvalidArgumentError
+from narratoria.runtime.narrative.models import GRANULARITIES, InvalidArgumentError
 
 PAGE_CHARS = 3000
 MANUAL_MARKER = "<!-- chunk -->"

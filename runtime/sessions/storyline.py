@@ -39,17 +39,17 @@ from typing import Any
 import duckdb
 import msgspec
 
-from .embedding import EmbeddingBackend
-from .grounding import LORE_LIMIT, lore_scope
-from .npcs import Npc, NpcView, cast_from_json, cast_json, parse_cast, present
-from .planner.context import Fragment
-from .sessions import BadScene, SessionEnded, SessionRecord, SessionStore
-from .state import SessionState, StatRange
-from .state.caps import StateCapError
-from .state.engine import NarrativeStateEngine
-from .state.engine_schema import SCHEMA as ENGINE_SCHEMA
-from .state.models import CharacterState, DuplicateError, EngineConfig
-from .store import MemoryEvent, PersistenceStore
+from narratoria.runtime.embedding import EmbeddingBackend
+from narratoria.runtime.narrative.engine import NarrativeStateEngine
+from narratoria.runtime.narrative.models import CharacterState, DuplicateError, EngineConfig
+from narratoria.runtime.narrative.schema import SCHEMA as ENGINE_SCHEMA
+from narratoria.runtime.planner.context import Fragment
+from narratoria.runtime.sessions.store import BadScene, SessionEnded, SessionRecord, SessionStore
+from narratoria.runtime.state import SessionState, StatRange
+from narratoria.runtime.state.caps import StateCapError
+from narratoria.runtime.store import MemoryEvent, PersistenceStore
+from narratoria.runtime.turn.grounding import LORE_LIMIT, lore_scope
+from narratoria.runtime.turn.npcs import Npc, NpcView, cast_from_json, cast_json, parse_cast, present
 
 
 FACT_LIMIT = 5      # per NPC and scene: a small model narrates better from less

@@ -44,9 +44,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .campaign.beats import FALSY, TRUTHY, Beat, NpcCondition, StateCondition
-from .state import SessionState
-from .state.paths import get_path
+from narratoria.runtime.campaign.beats import FALSY, TRUTHY, Beat, NpcCondition, StateCondition
+from narratoria.runtime.state import SessionState
+from narratoria.runtime.state.paths import get_path
 
 DEADLINE_SCENES = 2   # SC-035: a due beat triggers within this many scenes
 TRACKER_VERSION = 1

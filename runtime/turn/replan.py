@@ -14,11 +14,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
-from .analytics import AnalyticsLog
-from .executor import ExecutorEvent
-from .plan import MAX_GENERATION_ATTEMPTS, ExecutionResult, Plan, PlanError, validate_plan
-from .planner.base import Planner, PlanRequest
-from .skills.discovery import SkillScript
+from narratoria.runtime.planner.base import Planner, PlanRequest
+from narratoria.runtime.skillrun.executor import ExecutorEvent
+from narratoria.runtime.skillrun.plan import MAX_GENERATION_ATTEMPTS, ExecutionResult, Plan, PlanError, validate_plan
+from narratoria.runtime.skills.discovery import SkillScript
+from narratoria.runtime.turn.analytics import AnalyticsLog
 
 GENERATION_BUDGET_S = 5.0
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .planner.narration_scores import EntityLexicon
+from narratoria.runtime.planner.narration_scores import EntityLexicon
 
 log = logging.getLogger(__name__)
 
@@ -123,8 +123,8 @@ def known_words(texts: Iterable[str]) -> frozenset[str]:
 
 def load_canon(root: Path, manifest_fields: Mapping[str, Any]) -> Canon:
     """The canon of the campaign folder ``root`` (reads its files: call once per load)."""
-    from .campaign.discovery import discover
-    from .planner.narration_eval import campaign_facts
+    from narratoria.runtime.campaign.discovery import discover
+    from narratoria.runtime.planner.narration_eval import campaign_facts
 
     facts = campaign_facts(root)
     texts = []

@@ -34,25 +34,25 @@ from typing import Any, Protocol
 
 import msgspec
 
-from .analytics import AnalyticsLog
-from .canon import Canon, NameRelay, correct
-from .executor import ExecutorEvent
-from .grounding import GroundingReport, facts_for_narration, report
-from .npcs import NpcView
-from .plan import ExecutionResult, Plan, ToolError
-from .planner.base import Planner
-from .planner.choices import clean_choices, fallback_choices
-from .planner.context import Fragment
-from .planner.narration import NarrationContext
-from .planner.narration_scores import excerpt
-from .replan import Executor, ReplanLoop, TurnOutcome, success_narration
-from .resolution import Check, Deed, Roll, Rules, choose_lead, classify, engine_roll, resolve, \
+from narratoria.runtime.planner.base import Planner
+from narratoria.runtime.planner.choices import clean_choices, fallback_choices
+from narratoria.runtime.planner.context import Fragment
+from narratoria.runtime.planner.narration import NarrationContext
+from narratoria.runtime.planner.narration_scores import excerpt
+from narratoria.runtime.skillrun.executor import ExecutorEvent
+from narratoria.runtime.skillrun.plan import ExecutionResult, Plan, ToolError
+from narratoria.runtime.turn.analytics import AnalyticsLog
+from narratoria.runtime.turn.canon import Canon, NameRelay, correct
+from narratoria.runtime.turn.grounding import GroundingReport, facts_for_narration, report
+from narratoria.runtime.turn.npcs import NpcView
+from narratoria.runtime.turn.replan import Executor, ReplanLoop, TurnOutcome, success_narration
+from narratoria.runtime.turn.resolution import Check, Deed, Roll, Rules, choose_lead, classify, engine_roll, resolve, \
     roller_roll
-from .second_person import deed_phrase, you_form
-from .skills.discovery import SkillScript
-from .state import SessionState
-from .store import MemoryEvent
-from .storyline import scene_tag
+from narratoria.runtime.sessions.storyline import scene_tag
+from narratoria.runtime.skills.discovery import SkillScript
+from narratoria.runtime.state import SessionState
+from narratoria.runtime.store import MemoryEvent
+from narratoria.runtime.turn.second_person import deed_phrase, you_form
 
 Emit = Callable[[str, dict[str, Any]], None]
 log = logging.getLogger(__name__)

@@ -10,7 +10,7 @@
 - Every front-end call, on every endpoint, proves who makes it: the daemon token
   (the device owner), generated once into ``<data dir>/daemon.token`` (mode 0600) and
   sent as metadata ``x-narratoria-token``, or a registered client token
-  (``runtime/identity.py``). A daemon whose socket lives outside its data dir also
+  (``runtime/host/identity.py``). A daemon whose socket lives outside its data dir also
   writes the token beside the socket (``<socket folder>/daemon.token``, 0600), so a
   client that knows only the socket finds it. Clients take, in order: an explicit
   token, ``NARRATORIA_TOKEN``, the file beside the socket, the data dir's file
@@ -28,7 +28,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from .analytics import default_data_dir
+from narratoria.runtime.host.paths import default_data_dir
 
 SOCKET_NAME = "daemon.sock"
 TOKEN_NAME = "daemon.token"
@@ -143,7 +143,7 @@ def token_beside(socket: Path) -> Path:
 def write_token_beside(socket: Path, token: str) -> Path:
     """Put the daemon token (0600) beside ``socket``, replacing any file there in one
     step; OSError when the folder refuses (another user's file in a sticky folder)."""
-    from .files import write_atomic
+    from narratoria.runtime.files import write_atomic
 
     path = token_beside(socket)
     write_atomic(path, (token + "\n").encode())  # mkstemp: 0600 from the start

@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterable, Literal
 
-from .campaign.assets import AssetRecord
-from .campaign.catalog import list_campaigns
-from .campaign.manifest import load_manifest
-from .campaign.package import open_campaign
-from .campaign.problems import CampaignError
-from .session_view import CAMPAIGN_PREFIX, DATA_PREFIX
+from narratoria.runtime.campaign.assets import AssetRecord
+from narratoria.runtime.campaign.catalog import list_campaigns
+from narratoria.runtime.campaign.manifest import load_manifest
+from narratoria.runtime.campaign.package import open_campaign
+from narratoria.runtime.campaign.problems import CampaignError
+from narratoria.runtime.sessions.view import CAMPAIGN_PREFIX, DATA_PREFIX
 
 MAX_ASSET_BYTES = 16 * 1024 * 1024
 PLAYTHROUGHS_DIR = "playthroughs"

@@ -23,7 +23,7 @@ from __future__ import annotations
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
-from .characters.store import PORTRAIT_MAX_BYTES
+from narratoria.runtime.characters.store import PORTRAIT_MAX_BYTES
 
 KIB = 1024
 MIB = 1024 * KIB

@@ -34,7 +34,7 @@ from typing import Callable
 
 import duckdb
 
-from ..db import Migration
+from narratoria.runtime.db import Migration
 
 COMPONENT = "narrative_state"
 SCHEMA = "narrative_state"

@@ -33,17 +33,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .beat_tracker import BeatTracker
-from .campaign.beats import Beat
-from .campaign.discovery import discover
-from .campaign.frontmatter import read_metadata
-from .campaign.problems import CampaignError
-from .planner.choices import SceneFacts, Thing
-from .planner.narration_eval import campaign_facts
-from .planner.narration_scores import EntityLexicon
+from narratoria.runtime.campaign.beat_tracker import BeatTracker
+from narratoria.runtime.campaign.beats import Beat
+from narratoria.runtime.campaign.discovery import discover
+from narratoria.runtime.campaign.frontmatter import read_metadata
+from narratoria.runtime.campaign.problems import CampaignError
+from narratoria.runtime.planner.choices import SceneFacts, Thing
+from narratoria.runtime.planner.narration_eval import campaign_facts
+from narratoria.runtime.planner.narration_scores import EntityLexicon
 
 if TYPE_CHECKING:
-    from .campaign.loaded import LoadedCampaign
+    from narratoria.runtime.campaign.loaded import LoadedCampaign
 
 log = logging.getLogger(__name__)
 
@@ -240,7 +240,7 @@ def opening_text(world: CampaignWorld, state: Mapping[str, Any]) -> str:
     where a campaign's setting says what is happening now. Sentences that talk about
     the story rather than tell it ("The story begins...") are left out. "" when the
     campaign has none of these."""
-    from .planner.narration_scores import meta_talk, sentences  # noqa: PLC0415
+    from narratoria.runtime.planner.narration_scores import meta_talk, sentences  # noqa: PLC0415
 
     if world.opening:
         return world.opening
@@ -282,7 +282,7 @@ def _content_docs(campaign: LoadedCampaign) -> dict[str, tuple[dict[str, Any], s
 
 
 def _narrative_note(campaign: LoadedCampaign) -> str:
-    from .characters.realize import load_campaign_context  # noqa: PLC0415 (imports campaign)
+    from narratoria.runtime.characters.realize import load_campaign_context  # noqa: PLC0415 (imports campaign)
 
     try:
         note = load_campaign_context(campaign.root).constraints.soft_constraints.get(

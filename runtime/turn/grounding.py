@@ -19,7 +19,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .planner.context import AssembledContext, Fragment, assemble
+from narratoria.runtime.planner.context import AssembledContext, Fragment, assemble
 
 LORE_LIMIT = 6           # chunks retrieved per scene
 FACTS_BUDGET_TOKENS = 160  # what the narrator is given of them

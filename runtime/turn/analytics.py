@@ -13,14 +13,6 @@ import msgspec
 _encoder = msgspec.json.Encoder()
 
 
-def default_data_dir() -> Path:
-    override = os.environ.get("NARRATORIA_DATA_DIR")
-    if override:
-        return Path(override)
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "narratoria"
-
-
 class AnalyticsLog:
     """Appends records as JSON lines; each write is a single ``write`` of one line,
     so concurrent writers and a crash never leave an interleaved or partial line

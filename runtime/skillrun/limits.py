@@ -26,7 +26,7 @@ class ResourceLimits:
     memory_mb: int | None = 2048        # RLIMIT_AS: address space
     open_files: int | None = 256        # RLIMIT_NOFILE
     # Processes and threads of one invocation together (a fork bomb stops there): the
-    # cgroup's pids.max, else RLIMIT_NPROC (runtime/containment.py; not in pairs(): that
+    # cgroup's pids.max, else RLIMIT_NPROC (runtime/skillrun/containment.py; not in pairs(): that
     # rlimit counts the whole user's tasks, and the kernel exempts root). A Python skill
     # with grpc runs about 10 threads; 128 leaves room for a helper process or a pool.
     processes: int | None = 128

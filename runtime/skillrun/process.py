@@ -1,12 +1,12 @@
 """One skill invocation: a script run as an isolated OS process speaking protocol v0.
 
 The script gets its own process group, and every process it starts is contained
-(``runtime/containment.py``): in a cgroup of the invocation's own, or under a shim that
+(``runtime/skillrun/containment.py``): in a cgroup of the invocation's own, or under a shim that
 is their subreaper. A timeout, a protocol violation or the end of the invocation kills
 the group, the cgroup and whatever the shim holds: no process outlives its invocation,
 not even one that left the group (``fork(); setsid(); fork()``).
 
-Every script starts through the zygote when there is one (``runtime/zygote.py``: Python
+Every script starts through the zygote when there is one (``runtime/skillrun/zygote.py``: Python
 scripts forked, others exec'd by a child that has confined itself first); otherwise it is
 exec'd here, joining its cgroup between fork and exec, or, where containment needs a
 subreaper, through a one-shot shim (``zygote.spawn_once``).
@@ -26,16 +26,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
 
-from . import containment as contain
-from . import sandbox
-from .containment import Cell, Containment, default_containment
-from .limits import ResourceLimits, apply_resource_limits
-from .plan import ToolError
-from .zygote import ForkedProcess, SpawnError, Zygote, spawn_once
+from narratoria.runtime.skillrun import containment as contain
+from narratoria.runtime.skillrun import sandbox
+from narratoria.runtime.skillrun.containment import Cell, Containment, default_containment
+from narratoria.runtime.skillrun.limits import ResourceLimits, apply_resource_limits
+from narratoria.runtime.skillrun.plan import ToolError
+from narratoria.runtime.skillrun.zygote import ForkedProcess, SpawnError, Zygote, spawn_once
 if TYPE_CHECKING:
-    from .skills.discovery import SkillScript
+    from narratoria.runtime.skills.discovery import SkillScript
 
-from .protocol import (
+from narratoria.runtime.skillrun.protocol import (
     MAX_LINE_BYTES,
     AnyEvent,
     DoneEvent,
@@ -64,7 +64,7 @@ class ProcessLimits:
     max_events: int = 10_000
     max_stderr_bytes: int = 64 * 1024
     resources: ResourceLimits = ResourceLimits()
-    # Folders the script may not open (Landlock, ``runtime/sandbox.py``): the daemon's
+    # Folders the script may not open (Landlock, ``runtime/skillrun/sandbox.py``): the daemon's
     # data dir. None: no file-system confinement.
     sandbox: sandbox.SandboxPolicy | None = None
 
@@ -179,8 +179,8 @@ def _skill_config_env(root: Path) -> dict[str, str]:
     resolved here — ``${VAR}`` from the daemon's environment, which the skill does not
     get — as JSON in NARRATORIA_SKILL_CONFIG; a setting that does not resolve is
     NARRATORIA_SKILL_CONFIG_ERROR instead, for the skill to report."""
-    from .skills import config as skill_config
-    from .skills.discovery import SkillError, load_skill
+    from narratoria.runtime.skills import config as skill_config
+    from narratoria.runtime.skills.discovery import SkillError, load_skill
 
     try:
         skill = load_skill(root)
@@ -214,7 +214,7 @@ async def run_script(
 ) -> InvocationOutcome:
     """Run one script to completion and return what it said and how it ended.
 
-    With a ``zygote``, the script starts from it (``runtime/zygote.py``); the supervision
+    With a ``zygote``, the script starts from it (``runtime/skillrun/zygote.py``); the supervision
     is the same. ``containment``: the zygote's, else this process's own (``auto``).
     Never raises for anything the script does; cancellation kills the process group
     and everything contained with it before propagating.

@@ -22,7 +22,7 @@ import secrets
 import threading
 from pathlib import Path
 
-from .files import write_atomic
+from narratoria.runtime.files import write_atomic
 
 CLIENTS_FILE = "clients.json"
 CLIENT_TOKEN_METADATA = "x-narratoria-client-token"

@@ -33,10 +33,10 @@ from typing import Any
 import duckdb
 import msgspec
 
-from .bounded import depth_of
-from .db import Migration, migrate
-from .state import SessionState, StatRange
-from .state.caps import StateCapError
+from narratoria.runtime.bounded import depth_of
+from narratoria.runtime.db import Migration, migrate
+from narratoria.runtime.state import SessionState, StatRange
+from narratoria.runtime.state.caps import StateCapError
 
 COMPONENT = "sessions"
 SCHEMA = "daemon"

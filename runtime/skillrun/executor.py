@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterator, Mapping
 
 import msgspec
 
-from .plan import (
+from narratoria.runtime.skillrun.plan import (
     ExecutionResult,
     Plan,
     PlanError,
@@ -39,16 +39,16 @@ from .plan import (
     ToolResult,
     validate_plan,
 )
-from .limits import ResourceLimits, SkillCaps
-from .process import InvocationOutcome, ProcessLimits, run_script, script_env
-from .zygote import Zygote
-from .protocol import AssetEvent, StatePatchEvent, UiEvent, event_to_dict, tool_input
-from .skills.discovery import Skill, SkillScript
-from .skills.health import SkillHealthTracker
-from .skills.registry import SkillRegistry, ToolPathError, shown
-from .slots import ProcessSlots
-from .state import SessionState
-from .state.caps import StateCapError
+from narratoria.runtime.skillrun.limits import ResourceLimits, SkillCaps
+from narratoria.runtime.skillrun.process import InvocationOutcome, ProcessLimits, run_script, script_env
+from narratoria.runtime.skillrun.protocol import AssetEvent, StatePatchEvent, UiEvent, event_to_dict, tool_input
+from narratoria.runtime.skillrun.slots import ProcessSlots
+from narratoria.runtime.skillrun.zygote import Zygote
+from narratoria.runtime.skills.discovery import Skill, SkillScript
+from narratoria.runtime.skills.health import SkillHealthTracker
+from narratoria.runtime.skills.registry import SkillRegistry, ToolPathError, shown
+from narratoria.runtime.state import SessionState
+from narratoria.runtime.state.caps import StateCapError
 
 # Key of the tool-input object (§2.1.4) that carries dependency results:
 # {"<toolId>": {"ok": true, "summary": str | None, "statePatches": [{...}, ...]} | null}

@@ -1,0 +1,1 @@
+"""Play sessions: persisted sessions, their takes and scenes, and the view a front-end draws."""
