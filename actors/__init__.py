@@ -1,5 +1,6 @@
 """Ray actors of the Narratoria daemon: thin wrappers that each hold one resource
-and delegate to `narratoria.runtime`.
+and delegate to `narratoria.runtime`. Each is a plain class (a test builds one without
+Ray); `daemon.py` makes them Ray actors (``remote(cls)``, with ``ACTOR_OPTIONS``).
 
 - ``PlannerActor`` (planner.py): the llama.cpp model — plans, narration, choices
 - ``EmbedderActor`` (embedder.py): sentence-transformers, batched

@@ -3,9 +3,10 @@
 An async actor: every turn is an asyncio task, so a slow session never blocks
 another's turn. Clients read a turn's events by long-polling ``events`` (each
 call returns what happened since the last one), so a client that goes away
-simply stops asking: its turn still completes and is saved.
+simply stops asking: its turn still completes and is saved. The turns' buffers and
+rules are ``runtime/turn/registry.py``'s; the turn's input, ``runtime/turn/compose.py``'s.
 
-The other actors are restartable (``max_restarts=-1``): when one dies, Ray starts
+The other actors are restartable (``max_restarts=-1``, ``daemon.py``): when one dies, Ray starts
 it again and the call in flight fails with an actor error, which the scene turns
 into a failed attempt (a replan, with the pattern planner) or its fallback.
 """
@@ -16,9 +17,6 @@ import asyncio
 import json
 import logging
 import os
-import time
-import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable
 
@@ -26,7 +24,7 @@ import ray
 
 from narratoria.runtime.campaign import CampaignError
 from narratoria.runtime.campaign.library import CampaignLibrary, CampaignNotFound
-from narratoria.runtime.campaign.loaded import LoadedCampaign, merge_trees
+from narratoria.runtime.campaign.loaded import LoadedCampaign
 from narratoria.runtime.characters import CharacterStore
 from narratoria.runtime.characters.realize import load_campaign_context, realize
 from narratoria.runtime.files import PRIVATE_UMASK
@@ -36,6 +34,8 @@ from narratoria.runtime.planner.deeds import session_entities
 from narratoria.runtime.planner.fixed import FixedPlanner
 from narratoria.runtime.planner.narration import NarrationContext
 from narratoria.runtime.planner.pattern import PatternPlanner
+from narratoria.runtime.planner.replicas import ReplicaPicker
+from narratoria.runtime.sessions.compose import compose_session, player_part, requested_state
 from narratoria.runtime.sessions.store import SessionEnded, SessionRecord
 from narratoria.runtime.sessions.storyline import OpenScene
 from narratoria.runtime.skillrun.executor import ExecutorEvent
@@ -43,45 +43,13 @@ from narratoria.runtime.skillrun.plan import ExecutionResult, Plan, decode_plan
 from narratoria.runtime.state import SessionState
 from narratoria.runtime.store import MemoryEvent
 from narratoria.runtime.turn.analytics import AnalyticsLog
-from narratoria.runtime.turn.canon import Canon, scene_names
-from narratoria.runtime.turn.resolution import Rules
+from narratoria.runtime.turn.canon import Canon
+from narratoria.runtime.turn.compose import player_input, scene_input
+from narratoria.runtime.turn.registry import POLL_WAIT_S, Turn, TurnRegistry
 from narratoria.runtime.turn.scene import SceneInput, SceneServices, run_scene, scene_summary
 from narratoria.runtime.turn.scene_world import campaign_world, opening_text, scene_facts
 
 log = logging.getLogger(__name__)
-
-TURN_RETENTION_S = 120.0  # a finished turn's events stay readable this long
-POLL_WAIT_S = 10.0
-
-
-class TurnBusy(RuntimeError):
-    pass
-
-
-class BadChoice(ValueError):
-    pass
-
-
-@dataclass
-class _Turn:
-    id: str
-    session_id: str
-    started: float = field(default_factory=time.monotonic)
-    events: list[dict[str, Any]] = field(default_factory=list)
-    done: bool = False
-    finished_at: float | None = None
-    changed: asyncio.Event = field(default_factory=asyncio.Event)
-    task: asyncio.Task[None] | None = None
-    # Set when the scene starts storing (memory, then the turn): from then on the
-    # turn is committed and can no longer be cancelled.
-    committed: bool = False
-
-    def emit(self, kind: str, payload: dict[str, Any]) -> None:
-        if kind == "phase" and payload.get("phase") == "STORING":
-            self.committed = True
-        self.events.append({"kind": kind, "seq": len(self.events) + 1,
-                            "at_ms": int((time.monotonic() - self.started) * 1000), **payload})
-        self.changed.set()
 
 
 class _RemotePlanner:
@@ -158,8 +126,10 @@ class _RemoteMemory:
         return await self.actor.recall.remote(playthrough_id, query, limit)
 
 
-@ray.remote(num_cpus=0, max_restarts=-1, max_concurrency=1000)
 class CoordinatorActor:
+    """Holds the sessions' turns (``TurnRegistry``) and the handles of the other actors;
+    a plain class, made a Ray actor in ``daemon.py``."""
+
     def __init__(self, analytics_path: str, generation_budget_s: float = 5.0,
                  planner_kind: str = "model", data_dir: str | None = None,
                  planner_names: list[str] | None = None) -> None:
@@ -174,36 +144,18 @@ class CoordinatorActor:
         # the one with the fewest turns in flight. One replica: always self.planner.
         names = [n for n in (planner_names or []) if n != "planner"]
         self.planners: list[Any] = [self.planner, *(ray.get_actor(n) for n in names)]
-        self.planner_busy = [0] * len(self.planners)  # turns in flight on each replica
-        self.planner_turns = [0] * len(self.planners)  # turns each replica has taken
-        self._planner_next = 0
+        self.replicas = ReplicaPicker(len(self.planners))
         self.analytics = AnalyticsLog(analytics_path)
         self.generation_budget_s = generation_budget_s
-        self.turns: dict[str, _Turn] = {}
-        self.active: dict[str, str] = {}  # session id -> turn id in flight
-        # Sessions ended while their turn was in flight: their executor is released
-        # when that turn is over (it may still start a plan).
-        self.ending: set[str] = set()
-        self.turns_done = 0
+        self.turns = TurnRegistry()
         self.campaigns = CampaignLibrary(Path(data_dir or os.path.dirname(analytics_path)))
 
     def status(self) -> dict[str, Any]:
-        status = {"pid": os.getpid(), "turnsInFlight": len(self.active),
-                  "turnsDone": self.turns_done}
-        if len(self.planners) > 1:
-            status["plannerTurns"] = list(self.planner_turns)
+        status = {"pid": os.getpid(), "turnsInFlight": self.turns.in_flight,
+                  "turnsDone": self.turns.turns_done}
+        if self.replicas.count > 1:
+            status["plannerTurns"] = list(self.replicas.turns)
         return status
-
-    def _pick_planner(self) -> int:
-        """The replica for the next turn: the least busy, ties taken round-robin."""
-        count = len(self.planners)
-        if count == 1:
-            return 0
-        start = self._planner_next
-        index = min(range(count), key=lambda i: (self.planner_busy[(start + i) % count], i))
-        index = (start + index) % count
-        self._planner_next = (index + 1) % count
-        return index
 
     # campaigns --------------------------------------------------------------------------
 
@@ -227,17 +179,12 @@ class CoordinatorActor:
             await ref
         loaded = await asyncio.to_thread(self.campaigns.load, str(path))
         self.campaigns.remember(loaded.id, path)
-        request = json.loads(state_json) if state_json else {}
-        if not isinstance(request, dict):
-            raise ValueError("state_json: must be a JSON object")
-        cast = {**loaded.cast, **(request.pop("npcs", None) or {})}
-        initial = loaded.initial_state()
-        if character_id:
-            initial = merge_trees(initial, await self._realize(character_id, loaded))
-        initial = merge_trees(initial, request)
+        request = requested_state(state_json)
+        player = await self._realize(character_id, loaded) if character_id else None
+        start = compose_session(loaded, request, player)
         record = await self.store.create_session.remote(
-            owner, loaded.id, title, json.dumps(initial), loaded.ranges(), cast)
-        return await self._open(record, loaded, initial)
+            owner, loaded.id, title, json.dumps(start.state), loaded.ranges(), start.cast)
+        return await self._open(record, loaded, start.state)
 
     async def _open(self, record: SessionRecord, campaign: LoadedCampaign,
                     state: dict[str, Any]) -> SessionRecord:
@@ -275,12 +222,7 @@ class CoordinatorActor:
         context = load_campaign_context(campaign.root)
         realization = await asyncio.to_thread(realize, character_id, context, generate, store=store)
         await self.store.add_player_chunks.remote(realization)
-        player = dict(realization.player_state.get("player", {}))
-        # The campaign's item catalog and world already say what the player carries
-        # and where they are; the persona adds who they are.
-        player.pop("inventory", None)
-        player.pop("location", None)
-        return {"player": player}
+        return player_part(realization.player_state)
 
     async def locate_campaign(self, ref: str) -> str:
         """The folder or package a campaign id or path names (CampaignNotFound)."""
@@ -328,9 +270,7 @@ class CoordinatorActor:
         """End the session (no turn can start after this) and release its skill
         executor in the supervisor: now, or when its turn in flight is over."""
         record: SessionRecord = await self.store.end_session.remote(session_id, owner)
-        if session_id in self.active:
-            self.ending.add(session_id)
-        else:
+        if self.turns.end_session(session_id):
             self._release(session_id)
         return record
 
@@ -342,65 +282,35 @@ class CoordinatorActor:
         except Exception:  # noqa: BLE001
             log.warning("session %s: skill executor not released", session_id, exc_info=True)
 
-    def _release_if_ended(self, session_id: str) -> None:
-        """The session's turn is over: release its executor if it ended meanwhile."""
-        if session_id in self.ending:
-            self.ending.discard(session_id)
-            self._release(session_id)
-
     async def start_turn(self, session_id: str, owner: str | None, text: str | None,
                          choice: int | None, plan_json: str | None = None,
                          execute_only: bool = False) -> str:
         """Open a turn and return its id; the turn runs on without the caller. With
         ``plan_json`` the turn runs that plan instead of planning one."""
-        self._forget_old_turns()
         plan = decode_plan(plan_json, "plan_json") if plan_json is not None else None
-        if session_id in self.active:
-            raise TurnBusy(f"session {session_id!r} already has a turn in flight")
-        session: SessionRecord = await self.store.get_session.remote(session_id, owner)
-        if session.status != "active":
-            raise SessionEnded(f"session {session_id!r} has ended")
-        player_input = (self._input(session, text, choice)
-                        if plan is None or text is not None or choice is not None
-                        else f"(plan {plan.requestId})")
-        turn = _Turn(id=uuid.uuid4().hex[:12], session_id=session_id)
-        self.turns[turn.id] = turn
-        self.active[session_id] = turn.id  # claimed before the awaits below: one turn at a time
+        turn = self.turns.open(session_id)  # claimed before the awaits below: one at a time
         try:
+            session: SessionRecord = await self.store.get_session.remote(session_id, owner)
+            if session.status != "active":
+                raise SessionEnded(f"session {session_id!r} has ended")
+            said = player_input(session, text, choice, plan)
             available = await self.supervisor.available.remote(session_id)
-            opened = await self._open_scene(session_id, session.turns + 1, player_input)
+            opened = await self._open_scene(session_id, session.turns + 1, said)
         except BaseException:
-            self.active.pop(session_id, None)
-            del self.turns[turn.id]
-            self._release_if_ended(session_id)
+            if self.turns.abandon(turn):
+                self._release(session_id)
             raise
         state = session.session_state()
         campaign = await self._campaign(session.campaign)
-        guidance = (campaign.guidance(session.turns + 1, state, player_input)
+        guidance = (campaign.guidance(session.turns + 1, state, said)
                     if campaign is not None else None)
-        # The beats' consequences wait for the scene's narration (run_scene applies them
-        # with the beats' text, or keeps the beats due); the campaign's rules and names
-        # are read on first use (the files: off the event loop).
-        canon = await self._canon(campaign)
-        names = (scene_names(canon, state.tree, [v.npc_id for v in opened.npcs],
-                             [player_input, session.last_narration])
-                 if canon is not None else ())
-        scene = SceneInput(session_id=session_id, playthrough_id=session.playthrough_id,
-                           turn_number=session.turns + 1, player_input=player_input,
-                           state=state, last_narration=session.last_narration,
-                           available=available, npcs=opened.npcs, facts=opened.facts,
-                           execute_only=execute_only,
-                           guidance=guidance.lines if guidance else (),
-                           beats_triggered=guidance.triggered if guidance else (),
-                           beats_skipped=guidance.skipped if guidance else (),
-                           beat_patch=guidance.state_patch if guidance else {},
-                           beat_deferred_patch=guidance.deferred_patch if guidance else {},
-                           beat_sentences=guidance.sentences if guidance else (),
-                           rules=campaign.rules if campaign is not None else Rules(),
-                           canon=canon, names=names,
-                           entities=await self._entities(campaign, session))
-        menu = await self._scene_facts(campaign, state, guidance,
-                                       [player_input, session.last_narration])
+        # The campaign's rules and names are read on first use (the files: off the loop).
+        scene = scene_input(session, said, opened, state, available=available,
+                            campaign=campaign, guidance=guidance,
+                            canon=await self._canon(campaign),
+                            entities=await self._entities(campaign, session),
+                            execute_only=execute_only)
+        menu = await self._scene_facts(campaign, state, guidance, [said, session.last_narration])
         turn.task = asyncio.create_task(self._run(turn, scene, opened.moment_id, plan, menu))
         return turn.id
 
@@ -434,21 +344,7 @@ class CoordinatorActor:
                         exc_info=True)
             return OpenScene(None)
 
-    @staticmethod
-    def _input(session: SessionRecord, text: str | None, choice: int | None) -> str:
-        if choice is not None:
-            if not session.choices:
-                raise BadChoice("choice: this session has no choices yet; send text")
-            if not 1 <= choice <= len(session.choices):
-                raise BadChoice(f"choice: {choice} is not between 1 and {len(session.choices)}")
-            return session.choices[choice - 1]
-        if text is None or not text.strip():
-            raise BadChoice("text: a turn needs text or a choice")
-        if len(text) > 4000:
-            raise BadChoice(f"text: {len(text)} characters; at most 4000")
-        return text.strip()
-
-    async def _run(self, turn: _Turn, scene: SceneInput, moment_id: str | None,
+    async def _run(self, turn: Turn, scene: SceneInput, moment_id: str | None,
                    plan: Plan | None = None, menu: SceneFacts | None = None) -> None:
         async def save_turn(session_id: str, state: SessionState, narration: str,
                             choices: list[str], memory: MemoryEvent) -> None:
@@ -460,10 +356,8 @@ class CoordinatorActor:
                 scene_summary(scene.turn_number, scene.player_input, narration),
                 (scene.playthrough_id, memory))
 
-        replica = self._pick_planner()
+        replica = self.replicas.take()
         model = self.planners[replica]
-        self.planner_busy[replica] += 1
-        self.planner_turns[replica] += 1
         planner: Any = (FixedPlanner(plan) if plan is not None
                         else PatternPlanner() if self.planner_kind == "pattern"
                         else _RemotePlanner(model))
@@ -474,61 +368,24 @@ class CoordinatorActor:
             save_turn=save_turn, fallback_planner=None if plan is not None else PatternPlanner(),
             analytics=self.analytics, generation_budget_s=self.generation_budget_s)
         try:
-            await run_scene(services, scene, turn.emit)
-        except asyncio.CancelledError:
-            turn.emit("cancelled", {"message": "the turn was cancelled; nothing of it was stored"})
-        except Exception as exc:  # noqa: BLE001 - the client must hear how its turn ended
-            turn.emit("error", {"message": f"{type(exc).__name__}: {exc}"})
+            ended = await self.turns.run(turn, run_scene(services, scene, turn.emit))
         finally:
-            self.planner_busy[replica] -= 1
-            turn.done = True
-            turn.finished_at = time.monotonic()
-            turn.changed.set()
-            self.active.pop(scene.session_id, None)
-            self.turns_done += 1
-            self._release_if_ended(scene.session_id)
+            self.replicas.release(replica)
+        if ended:
+            self._release(scene.session_id)
 
     async def cancel_turn(self, session_id: str, owner: str | None) -> tuple[bool, str]:
-        """Cancel the session's turn in flight (§9.5): its skills are killed and nothing
+        """Cancel the session's turn in flight: its skills are killed and nothing
         of it is stored, so the session is exactly as before the turn. (False, why)
         when there is none, or it is already storing its outcome."""
         await self.store.get_session.remote(session_id, owner)  # exists, and is the caller's
-        turn_id = self.active.get(session_id)
-        turn = self.turns.get(turn_id) if turn_id is not None else None
-        if turn is None or turn.task is None or turn.done:
-            return False, "no turn in flight"
-        if turn.committed:
-            return False, "too late: the turn is already being stored"
-        turn.task.cancel()
-        await asyncio.gather(turn.task, return_exceptions=True)
-        return True, turn.id
+        return await self.turns.cancel(session_id)
 
     async def events(self, turn_id: str, after: int = 0,
                      wait_s: float = POLL_WAIT_S) -> tuple[list[dict[str, Any]], bool]:
         """Events after ``after`` (waiting up to ``wait_s`` for one), and whether the turn is over."""
-        turn = self.turns.get(turn_id)
-        if turn is None:
-            raise KeyError(f"no turn {turn_id!r} (finished turns are kept {TURN_RETENTION_S:g} s)")
-        deadline = time.monotonic() + wait_s
-        while len(turn.events) <= after and not turn.done:
-            turn.changed.clear()
-            try:
-                await asyncio.wait_for(turn.changed.wait(), max(0.0, deadline - time.monotonic()))
-            except TimeoutError:
-                break
-        return turn.events[after:], turn.done
+        return await self.turns.events(turn_id, after, wait_s)
 
     async def drain(self, timeout_s: float) -> int:
         """Wait for turns in flight (shutdown); return how many were still running."""
-        tasks = [t.task for t in self.turns.values() if t.task is not None and not t.done]
-        if not tasks:
-            return 0
-        _, pending = await asyncio.wait(tasks, timeout=timeout_s)
-        return len(pending)
-
-    def _forget_old_turns(self) -> None:
-        now = time.monotonic()
-        for turn_id in [t.id for t in self.turns.values()
-                        if t.done and t.finished_at is not None
-                        and now - t.finished_at > TURN_RETENTION_S]:
-            del self.turns[turn_id]
+        return await self.turns.drain(timeout_s)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import logging
 import os
@@ -40,6 +41,29 @@ DEFAULT_SKILL_LIMIT = 8
 DEFAULT_MAX_CONCURRENT_RPCS = 512
 RAY_DIR_PREFIX = "nr-ray-"
 RESOURCE_WAIT_S = 15.0  # how long --planner-resource waits for nodes that offer it
+
+# The actors are plain classes; here they become Ray actors, each with its options.
+# num_cpus 0: none holds a CPU in Ray's accounting, so all of them fit on a small
+# device (the model sizes its own threads). max_restarts -1: Ray starts a dead one
+# again (the call in flight fails; the scene falls back). max_concurrency: calls in
+# flight at once, most of them waiting (on a turn's stages, skills, the model's queue).
+ACTOR_OPTIONS: dict[str, dict[str, Any]] = {
+    "CoordinatorActor": {"num_cpus": 0, "max_restarts": -1, "max_concurrency": 1000},
+    "SkillSupervisorActor": {"num_cpus": 0, "max_restarts": -1, "max_concurrency": 256},
+    "PlannerActor": {"num_cpus": 0, "max_restarts": -1, "max_concurrency": 64},
+    "EmbedderActor": {"num_cpus": 0, "max_restarts": -1, "max_concurrency": 64},
+    # Threaded: DuckDB serves concurrent readers through per-thread cursors.
+    "StoreActor": {"num_cpus": 0, "max_restarts": -1, "max_concurrency": 16},
+}
+
+
+@functools.cache
+def remote(cls: type) -> Any:
+    """``cls`` (one of ``narratoria.actors``' classes) as a Ray actor class with its
+    ``ACTOR_OPTIONS``: ``remote(StoreActor).options(name="store").remote(data_dir)``."""
+    import ray
+
+    return ray.remote(**ACTOR_OPTIONS[cls.__name__])(cls)
 
 
 @dataclass
@@ -339,19 +363,20 @@ async def serve(config: DaemonConfig) -> int:
                   if len(planner_opts) == 1 else
                   f"starting actors ({len(planner_opts)} model replicas, embedder, store, supervisor)")
         try:
-            embedder = EmbedderActor.options(name="embedder", **here).remote(
+            embedder = remote(EmbedderActor).options(name="embedder", **here).remote(
                 config.embedding_backend)
-            planners = {o["name"]: PlannerActor.options(**o).remote(
+            planners = {o["name"]: remote(PlannerActor).options(**o).remote(
                 str(model_path), config.threads, seed=config.seed,
                 narration_mode=config.narration_mode,
                 narration_candidates=config.narration_candidates)
                         for o in planner_opts}
-            store = StoreActor.options(name="store", **here).remote(str(config.data_dir))
-            supervisor = SkillSupervisorActor.options(**_supervisor_options(config, here)).remote(
+            store = remote(StoreActor).options(name="store", **here).remote(str(config.data_dir))
+            supervisor = remote(SkillSupervisorActor).options(
+                **_supervisor_options(config, here)).remote(
                 roots, config.skill_limit, _skill_target(endpoint), str(config.data_dir),
                 None if joined else temp_dir, caps=config.skill_caps,
                 containment=config.skill_containment)
-            coordinator = CoordinatorActor.options(name="coordinator", **here).remote(
+            coordinator = remote(CoordinatorActor).options(name="coordinator", **here).remote(
                 str(config.data_dir / "analytics.jsonl"), planner_kind=config.planner,
                 data_dir=str(config.data_dir),
                 **({"planner_names": list(planners)} if len(planners) > 1 else {}))
@@ -379,7 +404,8 @@ async def serve(config: DaemonConfig) -> int:
         server = grpc.aio.server(
             interceptors=[RequestDecodeInterceptor(),
                           IdentityInterceptor(token, ClientRegistry(config.data_dir))],
-            # 8 MiB: a character's portrait (SaveCharacter) may be 5 MB (§6.2.7).
+            # 8 MiB: a character's portrait (SaveCharacter) may be 5 MB
+            # (docs/campaigns.md, "Player characters").
             options=[("grpc.max_receive_message_length", 8 << 20)],
             maximum_concurrent_rpcs=config.max_concurrent_rpcs)
         rpc.add_NarratoriaServicer_to_server(NarratoriaService(daemon), server)

@@ -21,8 +21,10 @@ from narratoria.runtime.embedding import (EmbeddingBackend, EmbeddingError, Embe
 MAX_BATCH = 256
 
 
-@ray.remote(num_cpus=0, max_restarts=-1, max_concurrency=64)
 class EmbedderActor:
+    """Holds the embedding model and the batch being gathered; a plain class, made a Ray
+    actor in ``daemon.py``."""
+
     def __init__(self, backend: str = "local", dimensions: int = 384) -> None:
         settings = EmbeddingSettings(backend=backend, dimensions=dimensions)
         self.identity = backend_identity(settings)

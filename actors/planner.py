@@ -14,8 +14,6 @@ import threading
 from pathlib import Path
 from typing import Any, AsyncIterator
 
-import ray
-
 from narratoria.runtime.planner.base import PlanRequest
 from narratoria.runtime.planner.choices import SceneFacts, model_choices, write_choices
 from narratoria.runtime.planner.model import ModelPlanner
@@ -23,15 +21,17 @@ from narratoria.runtime.planner.narration import NarrationContext, stream_narrat
 from narratoria.runtime.planner.routed import RoutedPlanner, routed_planner
 from narratoria.runtime.skillrun.plan import Plan
 from narratoria.runtime.skills.registry import SkillRegistry
+from narratoria.runtime.streams import ProducerStream, Put
 
 from narratoria.actors.embedder import RemoteEmbedder
 
-_DONE = object()
 STREAM_FLUSH_S = 0.05  # narration reaches clients at most 20 times a second
 
 
-@ray.remote(num_cpus=0, max_restarts=-1, max_concurrency=64)
 class PlannerActor:
+    """Holds the model (``ModelPlanner``) and its router; a plain class, made a Ray actor
+    in ``daemon.py``."""
+
     def __init__(self, model_path: str | None = None, n_threads: int | None = None,
                  embedder_name: str = "embedder", seed: int | None = None,
                  narration_mode: str = "auto", narration_candidates: int | None = None) -> None:
@@ -88,44 +88,24 @@ class PlannerActor:
         """Narration pieces as the model makes them (a Ray streaming generator). With
         ``with_choices`` the turn's choices follow as a last item, a list, written
         before the model is let go (see ModelPlanner.stream's ``then``)."""
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[Any] = asyncio.Queue()
-        cancel = threading.Event()
-        menu: list[list[str]] = []
+        def produce(put: Put[str], stop: threading.Event) -> list[str] | None:
+            menu: list[list[str]] = []
 
-        def choose(llm: Any, narration: str) -> None:
-            menu.append(write_choices(llm, context, narration.strip(), facts=facts,
-                                      cancel=cancel))
+            def choose(llm: Any, narration: str) -> None:
+                menu.append(write_choices(llm, context, narration.strip(), facts=facts,
+                                          cancel=stop))
 
-        def produce() -> None:
-            try:
-                for piece in stream_narration(self.planner, context, cancel=cancel,
-                                              then=choose if with_choices else None):
-                    loop.call_soon_threadsafe(queue.put_nowait, piece)
-            except BaseException as exc:  # noqa: BLE001 - handed to the consumer
-                loop.call_soon_threadsafe(queue.put_nowait, exc)
-            finally:
-                loop.call_soon_threadsafe(queue.put_nowait, _DONE)
+            for piece in stream_narration(self.planner, context, cancel=stop,
+                                          then=choose if with_choices else None):
+                put(piece)
+            return menu[0] if menu else None
 
-        worker = loop.run_in_executor(None, produce)
-        try:
-            done = False
-            while not done:
-                items = [await queue.get()]
-                # A Ray item per token costs CPU the model's own threads need on a
-                # small machine: send what came in the last STREAM_FLUSH_S at once.
-                await asyncio.sleep(STREAM_FLUSH_S)
-                while not queue.empty():
-                    items.append(queue.get_nowait())
-                for item in items:
-                    if isinstance(item, BaseException):
-                        raise item
-                done = items[-1] is _DONE
-                text = "".join(i for i in items if isinstance(i, str))
-                if text:
+        # A consumer that leaves early stops the narration: the model is free for the next.
+        async with ProducerStream.thread(produce, name="narrate") as stream:
+            # A Ray item per token costs CPU the model's own threads need on a small
+            # machine: send what came in the last STREAM_FLUSH_S at once.
+            async for pieces in stream.batches(STREAM_FLUSH_S):
+                if text := "".join(pieces):
                     yield text
-            if menu:
-                yield menu[0]
-        finally:
-            cancel.set()  # the consumer left early: free the model
-            await asyncio.shield(worker)
+            if stream.result is not None:
+                yield stream.result

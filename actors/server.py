@@ -42,8 +42,9 @@ from narratoria.runtime.sessions.view import HiddenStats, session_view
 from narratoria.runtime.skills import config as skill_config
 from narratoria.runtime.skills.discovery import Skill, SkillError, load_skill
 from narratoria.runtime.store import RecordError, RecordNotFound, StoreError
-
-from narratoria.actors.coordinator import BadChoice, TurnBusy
+from narratoria.runtime.turn.compose import BadChoice
+from narratoria.runtime.turn.events import TurnEventKind as Kind
+from narratoria.runtime.turn.registry import TurnBusy
 
 STREAMING_METHODS = ("/Turn", "/IngestCampaign")
 
@@ -134,11 +135,13 @@ def session_pb(record: SessionRecord) -> pb.Session:
                       parent_session_id=record.parent_id, branched_at_scene=record.branch_scene)
 
 
-_EVENT_FIELDS = {"started": pb.TurnStarted, "phase": pb.PhaseChanged, "plan": pb.PlanGenerated,
-                 "tool_started": pb.ToolStarted, "tool_event": pb.ToolOutput,
-                 "tool_finished": pb.ToolFinished, "replan": pb.Replan, "fallback": pb.Fallback,
-                 "narration": pb.NarrationToken, "choices": pb.Choices, "done": pb.TurnDone,
-                 "knowledge": pb.NpcKnowledge, "log": pb.LogLine, "check": pb.Check}
+# Each kind's message in the TurnEvent oneof, whose field is named as the kind is.
+_EVENT_FIELDS: dict[Kind, Any] = {
+    Kind.STARTED: pb.TurnStarted, Kind.PHASE: pb.PhaseChanged, Kind.PLAN: pb.PlanGenerated,
+    Kind.TOOL_STARTED: pb.ToolStarted, Kind.TOOL_EVENT: pb.ToolOutput,
+    Kind.TOOL_FINISHED: pb.ToolFinished, Kind.REPLAN: pb.Replan, Kind.FALLBACK: pb.Fallback,
+    Kind.NARRATION: pb.NarrationToken, Kind.CHOICES: pb.Choices, Kind.DONE: pb.TurnDone,
+    Kind.KNOWLEDGE: pb.NpcKnowledge, Kind.LOG: pb.LogLine, Kind.CHECK: pb.Check}
 
 
 def turn_event_pb(turn_id: str, event: dict[str, Any]) -> pb.TurnEvent | None:
@@ -147,7 +150,7 @@ def turn_event_pb(turn_id: str, event: dict[str, Any]) -> pb.TurnEvent | None:
     if message is None:
         return None
     return pb.TurnEvent(turn_id=turn_id, seq=event["seq"], at_ms=event["at_ms"],
-                        **{event["kind"]: message(**payload)})
+                        **{str(event["kind"]): message(**payload)})
 
 
 class Daemon:
@@ -202,7 +205,8 @@ class NarratoriaService(rpc.NarratoriaServicer):
         self.clients = ClientRegistry(Path(daemon.data_dir))
         # The front-end calls read campaigns here, in the driver: the same index of
         # started campaigns (data dir campaigns.json) the coordinator keeps, and each
-        # campaign (with its icon index, §6.2.13) read once per change of its files.
+        # campaign (with its icon index, docs/campaigns.md, "Icons") read once per
+        # change of its files.
         self.campaigns = CampaignLibrary(Path(daemon.data_dir))
         self.characters = CharacterStore(Path(daemon.data_dir))
 
@@ -334,9 +338,9 @@ class NarratoriaService(rpc.NarratoriaServicer):
             for event in events:
                 after = max(after, event["seq"])
                 event = hidden.event(event)  # patches, plans, outputs, the final state
-                if event["kind"] == "error":
+                if event["kind"] == Kind.ERROR:
                     await context.abort(grpc.StatusCode.INTERNAL, event["message"])
-                if event["kind"] == "cancelled":
+                if event["kind"] == Kind.CANCELLED:
                     await context.abort(grpc.StatusCode.CANCELLED, event["message"])
                 message = turn_event_pb(turn_id, event)
                 if message is not None:

@@ -10,14 +10,12 @@ serialises writers itself.
 from __future__ import annotations
 
 import os
-import queue
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import msgspec
-import ray
 
 from narratoria.runtime.campaign import IngestResult, ingest
 from narratoria.runtime.campaign.ingest import STEP_PAUSE
@@ -28,6 +26,7 @@ from narratoria.runtime.sessions.store import SessionRecord, SessionStore
 from narratoria.runtime.sessions.storyline import OpenScene, Storyline
 from narratoria.runtime.state import SessionState, StatRange
 from narratoria.runtime.store import MemoryEvent, PersistenceStore, ScoreChange
+from narratoria.runtime.streams import ProducerStream, Put
 from narratoria.runtime.turn.grounding import lore_scope
 
 from narratoria.actors.embedder import RemoteEmbedder
@@ -46,8 +45,10 @@ def _doc(text: str, what: str) -> Any:
         raise ValueError(f"{what}: JSON nested too deeply") from None
 
 
-@ray.remote(num_cpus=0, max_restarts=-1, max_concurrency=16)
 class StoreActor:
+    """Holds the database connection and the stores over it; a plain class, made a Ray
+    actor in ``daemon.py``."""
+
     def __init__(self, data_dir: str, embedder_name: str = "embedder") -> None:
         # The daemon sets this umask before starting Ray; a worker of a cluster joined
         # through RAY_ADDRESS was started without it, and the database must stay private.
@@ -107,24 +108,13 @@ class StoreActor:
         """Ingest the campaign at ``path`` (incremental): its progress as (phase, done,
         total), then the IngestResult (a streaming generator). Runs here because this
         actor owns the database file; a CLI beside a running daemon cannot open it."""
-        events: queue.Queue[tuple[str, int, int] | BaseException | IngestResult] = queue.Queue()
+        def work(put: Put[tuple[str, int, int]], stop: threading.Event) -> IngestResult:
+            # In paced steps: this store and the embedder serve turns meanwhile.
+            return ingest(Path(path), self.store, progress=lambda *p: put(p), pause=STEP_PAUSE)
 
-        def work() -> None:
-            try:
-                # In paced steps: this store and the embedder serve turns meanwhile.
-                events.put(ingest(Path(path), self.store, progress=lambda *p: events.put(p),
-                                  pause=STEP_PAUSE))
-            except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's generator
-                events.put(exc)
-
-        threading.Thread(target=work, name="ingest", daemon=True).start()
-        while True:
-            item = events.get()
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-            if isinstance(item, IngestResult):
-                return
+        with ProducerStream.thread(work, name="ingest") as progress:
+            yield from progress
+            yield progress.result
 
     def add_player_chunks(self, realization: Realization) -> int:
         """A realised player character's chunks in its campaign's lore (isPlayer)."""

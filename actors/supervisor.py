@@ -1,8 +1,8 @@
 """SkillSupervisorActor: runs plans' skill processes under one global process cap.
 
 Each session gets its own executor (its own plan concurrency rules and skill
-health, §2.3.3); every executor shares one :class:`ProcessSlots`, so the device
-never runs more than ``limit`` skill processes and excess work waits in order.
+health, docs/plans.md, "Skill health"); every executor shares one
+:class:`ProcessSlots`, so the device never runs more than ``limit`` skill processes and excess work waits in order.
 Each invocation gets a store token bound to its playthrough and to the skill it
 runs (plans name registered skills only), valid while its plan runs, which the daemon's
 Store service checks: the skill names the scope of its own shared records.
@@ -15,16 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import os
-import secrets
 import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, AsyncIterator
 
-import ray
-
 from narratoria.runtime.bundled import package_root
 from narratoria.runtime.host.endpoint import ADDRESS_ENV, SKILL_TOKEN_ENV, published_token_files
+from narratoria.runtime.host.tokens import SkillTokens
 from narratoria.runtime.skillrun import sandbox
 from narratoria.runtime.skillrun.containment import Containment
 from narratoria.runtime.skillrun.executor import ExecutorConfig, PlanExecutor
@@ -36,10 +34,13 @@ from narratoria.runtime.skillrun.zygote import Zygote
 from narratoria.runtime.skills.discovery import SkillScript
 from narratoria.runtime.skills.health import SkillHealthTracker
 from narratoria.runtime.skills.registry import SkillRegistry
+from narratoria.runtime.streams import ProducerStream
 
 
-@ray.remote(num_cpus=0, max_restarts=-1, max_concurrency=256)
 class SkillSupervisorActor:
+    """Holds the skill processes' cap, executors, zygote and tokens; a plain class, made
+    a Ray actor in ``daemon.py``."""
+
     def __init__(self, skill_roots: list[str], limit: int, daemon_address: str,
                  data_dir: str | None = None, ray_dir: str | None = None,
                  caps: dict[str, float] | None = None, containment: str = "auto") -> None:
@@ -52,10 +53,9 @@ class SkillSupervisorActor:
                                          data_dir, skill_roots, ray_dir, daemon_address)),
                                      caps=SkillCaps(**(caps or {})))
         self.executors: dict[str, PlanExecutor] = {}
-        # store token -> (playthrough id, skill name; None only if a script were no skill's)
-        self.tokens: dict[str, tuple[str, str | None]] = {}
+        self.tokens = SkillTokens()
         self.plans_running = 0
-        self._tasks: set[asyncio.Task[ExecutionResult]] = set()
+        self._plans: set[ProducerStream[Any, ExecutionResult]] = set()
         # Every descendant of a skill dies with its invocation (runtime/skillrun/containment.py).
         self.containment = Containment(containment)
         print(f"supervisor: {self.containment.summary()}", file=sys.stderr)
@@ -63,7 +63,8 @@ class SkillSupervisorActor:
         if policy is not None and self.containment.owner_folders:
             policy = replace(policy, denied=policy.denied + self.containment.owner_folders)
             self.config = replace(self.config, limits=replace(self.config.limits, sandbox=policy))
-        # Python skills fork from a warm interpreter (SC-008); started now so the
+        # Python skills fork from a warm interpreter (a cold start would eat a quick skill's
+        # answer time, e.g. a reputation lookup's 100 ms); started now so the
         # first turn does not pay for it, restarted by the executor if it dies. It
         # refuses any request below its policy: sandboxed where Landlock is, and never
         # past the daemon's caps.
@@ -107,24 +108,21 @@ class SkillSupervisorActor:
 
     def check_token(self, token: str) -> str | None:
         """The playthrough a live invocation's store token belongs to, else None."""
-        bound = self.tokens.get(token)
-        return bound[0] if bound is not None else None
+        return self.tokens.playthrough(token)
 
     def token_scope(self, token: str) -> tuple[str, str | None] | None:
-        """(playthrough, skill) of a live invocation's store token, else None. The skill
-        is never None under the daemon: its executor runs registered skills' scripts only."""
-        return self.tokens.get(token)
+        """(playthrough, skill) of a live invocation's store token, else None."""
+        return self.tokens.scope(token)
 
     def _executor(self, session_id: str, playthrough_id: str, issued: list[str]) -> PlanExecutor:
         existing = self.executors.get(session_id)
         health = existing.health if existing is not None else SkillHealthTracker()
 
         def env_for(plan: Plan, tool: ToolInvocation) -> dict[str, str]:
-            token = secrets.token_urlsafe(24)
             # The skill as the executor resolves it (a plan names skill/script; a file
             # path never runs here), so its token carries that skill's scope.
             script = self.registry.resolve(tool.toolPath)
-            self.tokens[token] = (playthrough_id, script.skill if script is not None else None)
+            token = self.tokens.issue(playthrough_id, script.skill if script is not None else None)
             issued.append(token)
             return {SKILL_TOKEN_ENV: token, ADDRESS_ENV: self.address}
 
@@ -137,47 +135,37 @@ class SkillSupervisorActor:
                       state: Any) -> AsyncIterator[Any]:
         """Executor events as they happen, then the ExecutionResult (a streaming generator)."""
         issued: list[str] = []
-        queue: asyncio.Queue[Any] = asyncio.Queue()
         executor = self._executor(session_id, playthrough_id, issued)
         self.plans_running += 1
 
-        async def run() -> ExecutionResult:
+        async def run(put: Any) -> ExecutionResult:
             try:
-                return await executor.execute(plan, state, on_event=queue.put_nowait)
+                return await executor.execute(plan, state, on_event=put)
             finally:
-                for token in issued:
-                    self.tokens.pop(token, None)
+                self.tokens.revoke(issued)
 
-        task = asyncio.create_task(run())
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        # A turn that leaves early (cancelled) cancels the plan: the executor kills its
+        # processes before this generator is done.
+        stream: ProducerStream[Any, ExecutionResult] = ProducerStream.task(run)
+        self._plans.add(stream)
         try:
-            while True:
-                getter = asyncio.ensure_future(queue.get())
-                done, _ = await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
-                if getter in done:
-                    yield getter.result()
-                    continue
-                getter.cancel()
-                while not queue.empty():
-                    yield queue.get_nowait()
-                yield task.result()
-                return
+            async with stream:
+                async for event in stream:
+                    yield event
+                yield stream.result
         finally:
             self.plans_running -= 1
-            if not task.done():
-                task.cancel()  # the turn was cancelled: the executor kills its processes
-                await asyncio.gather(task, return_exceptions=True)
+            self._plans.discard(stream)
 
     async def shutdown(self) -> int:
         """Cancel every plan still running; the executor kills their process groups."""
-        tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        plans = [p for p in self._plans if p.running]
+        for plan in plans:
+            plan.cancel()
+        await asyncio.gather(*(p.wait() for p in plans))
         self.zygote.close()
         self.containment.close()
-        return len(tasks)
+        return len(plans)
 
     def reset_session(self, session_id: str) -> None:
         """Forget an ended session's executor (its skill health): the coordinator calls

@@ -153,14 +153,14 @@ def test_the_container_file_builds_the_daemon_from_setup_sh():
 
 
 def test_the_coordinator_hands_turns_to_the_least_busy_replica_in_turn():
-    from narratoria.actors.coordinator import CoordinatorActor
+    from narratoria.runtime.planner.replicas import ReplicaPicker
 
-    coordinator = object.__new__(CoordinatorActor.__ray_metadata__.modified_class)
-    coordinator.planners = ["planner", "planner-1", "planner-2"]
-    coordinator.planner_busy = [0, 0, 0]
-    coordinator._planner_next = 0
-    assert [coordinator._pick_planner() for _ in range(4)] == [0, 1, 2, 0]  # idle: in turn
-    coordinator.planner_busy = [1, 0, 2]
-    assert coordinator._pick_planner() == 1  # the least busy
-    coordinator.planners, coordinator.planner_busy = ["planner"], [5]
-    assert coordinator._pick_planner() == 0  # one replica: always it
+    picker = ReplicaPicker(3)
+    taken = [picker.take() for _ in range(3)]
+    for index in taken:
+        picker.release(index)
+    assert taken + [picker.take()] == [0, 1, 2, 0]  # idle: in turn
+    picker.busy = [1, 0, 2]
+    assert picker.pick() == 1  # the least busy
+    one = ReplicaPicker(1)
+    assert [one.take() for _ in range(3)] == [0, 0, 0]  # one replica: always it

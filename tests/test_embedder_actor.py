@@ -14,8 +14,8 @@ pytestmark = pytest.mark.daemon
 
 
 def test_concurrent_requests_share_forward_passes_and_get_their_own_vectors():
-    # The actor's own class, without Ray: the batching is plain asyncio inside it.
-    actor = EmbedderActor.__ray_metadata__.modified_class("local")
+    # A plain class (Ray wraps it in daemon.py): the batching is plain asyncio inside it.
+    actor = EmbedderActor("local")
     texts = [[f"the player asks the ferryman about island {i}"] for i in range(12)]
 
     async def many() -> list[np.ndarray]:
@@ -32,7 +32,7 @@ def test_concurrent_requests_share_forward_passes_and_get_their_own_vectors():
 
 def test_the_identity_is_known_at_once_and_matches_the_loaded_model():
     """The store and the daemon start on the embedder's identity while MiniLM loads."""
-    actor = EmbedderActor.__ray_metadata__.modified_class("local")
+    actor = EmbedderActor("local")
     info = actor.info()
     loaded = shared_local()
     assert (info["model"], info["version"], info["dimensions"]) == (
@@ -51,7 +51,7 @@ def test_a_model_that_fails_to_load_is_named_by_every_embedding(tmp_path):
     code = (
         "import asyncio\n"
         "from narratoria.actors.embedder import EmbedderActor\n"
-        "a = EmbedderActor.__ray_metadata__.modified_class('local')\n"
+        "a = EmbedderActor('local')\n"
         "print(a.info()['model'])\n"
         "try:\n"
         "    asyncio.run(a.embed_batch(['x']))\n"
@@ -72,4 +72,4 @@ def test_a_dimension_the_model_lacks_is_refused_when_the_actor_starts():
     from narratoria.runtime.embedding import EmbeddingError
 
     with pytest.raises(EmbeddingError, match="vector_dimensions 10 does not match"):
-        EmbedderActor.__ray_metadata__.modified_class("local", 10)
+        EmbedderActor("local", 10)

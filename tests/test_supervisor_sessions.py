@@ -1,6 +1,6 @@
 """The skill supervisor keeps one executor per session (its skill health) only while the
 session lives: ending the session releases it, so executors do not pile up for the
-daemon's lifetime (issue 21)."""
+daemon's lifetime."""
 
 from __future__ import annotations
 

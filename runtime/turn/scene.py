@@ -1,4 +1,4 @@
-"""One turn of the scene pipeline (architecture §7.1), as typed events.
+"""One turn of the scene pipeline (docs/scene.md, "Pipeline"), as typed events.
 
 player input → context (session state, recalled memories, last scene) → plan →
 execute → aggregate (state patches, assets, ui events) → narration (streamed) →
@@ -6,19 +6,20 @@ execute → aggregate (state patches, assets, ui events) → narration (streamed
 NPCs the player's input names get their own knowledge into the narration context
 (``SceneInput.npcs``, from ``storyline.open_scene``; a ``knowledge`` event says which).
 
-The engine decides, the model narrates (issue 20): a risky action is resolved here
-(``resolution.py``) once the plan has run — a ``check`` event, the cost's state patch —
-and the narration's first sentence, the *lead*, is the engine's; a plot beat's
-consequences are applied only in a scene whose narration is handed the beat's text
-(else the beat stays due); the narrator's stream reaches the client through the
-campaign's name relay (``canon.py``), so a misspelt name is never shown.
+The engine decides, the model narrates (docs/scene.md, "The engine decides"): a
+risky action is resolved here (``resolution.py``) once the plan has run — a
+``check`` event, the cost's state patch — and the narration's first sentence, the
+*lead*, is the engine's; a plot beat's consequences are applied only in a scene
+whose narration is handed the beat's text (else the beat stays due); the
+narrator's stream reaches the client through the campaign's name relay
+(``canon.py``), so a misspelt name is never shown.
 
 The services are injected (plain Python here; the daemon's coordinator passes
 adapters over its actors), so the pipeline runs the same in a test, a CLI and the
 daemon. Whatever fails — planner, executor, narrator, memory — the player still
 gets narration and choices: the replan loop handles plan failures, and every later
-step has a fallback. Events are ``(kind, payload)`` pairs whose kinds and fields are
-the proto's ``TurnEvent`` oneof (``proto/narratoria.proto``).
+step has a fallback. Events are ``(kind, payload)`` pairs whose kinds (``TurnEventKind``,
+``events.py``) and fields are the proto's ``TurnEvent`` oneof (``proto/narratoria.proto``).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from narratoria.runtime.skillrun.executor import ExecutorEvent
 from narratoria.runtime.skillrun.plan import ExecutionResult, Plan, ToolError
 from narratoria.runtime.turn.analytics import AnalyticsLog
 from narratoria.runtime.turn.canon import Canon, NameRelay, correct
+from narratoria.runtime.turn.events import STORING_PHASE, Emit, TurnEventKind
 from narratoria.runtime.turn.grounding import GroundingReport, facts_for_narration, report
 from narratoria.runtime.turn.npcs import NpcView
 from narratoria.runtime.turn.replan import Executor, ReplanLoop, TurnOutcome, success_narration
@@ -54,7 +56,6 @@ from narratoria.runtime.state import SessionState
 from narratoria.runtime.store import MemoryEvent
 from narratoria.runtime.turn.second_person import deed_phrase, you_form
 
-Emit = Callable[[str, dict[str, Any]], None]
 log = logging.getLogger(__name__)
 
 RECALL_LIMIT = 3
@@ -162,18 +163,20 @@ def _forward(emit: Emit) -> Callable[[str, dict[str, Any]], None]:
 
     def on_loop(kind: str, data: dict[str, Any]) -> None:
         if kind == "state":
-            emit("phase", {"phase": data["state"], "attempt": data["attempt"]})
+            emit(TurnEventKind.PHASE, {"phase": data["state"], "attempt": data["attempt"]})
         elif kind == "plan":
-            emit("plan", {"attempt": data["attempt"], "planner": data.get("planner", ""),
-                          "plan_json": _json(data["plan"]), "skills": data.get("skills", []),
-                          "generation_ms": data.get("generationMs", 0)})
+            emit(TurnEventKind.PLAN, {
+                "attempt": data["attempt"], "planner": data.get("planner", ""),
+                "plan_json": _json(data["plan"]), "skills": data.get("skills", []),
+                "generation_ms": data.get("generationMs", 0)})
         elif kind == "executor":
             _tool_event(emit, data["event"])
         elif kind == "attempt_failed":
-            emit("replan", {"attempt": data["attempt"],
-                            "reason": data.get("error") or data.get("outcome") or "failed",
-                            "failed_tools": data.get("failedTools", []),
-                            "disabled_skills": data.get("disabledSkills", [])})
+            emit(TurnEventKind.REPLAN, {
+                "attempt": data["attempt"],
+                "reason": data.get("error") or data.get("outcome") or "failed",
+                "failed_tools": data.get("failedTools", []),
+                "disabled_skills": data.get("disabledSkills", [])})
 
     return on_loop
 
@@ -181,17 +184,20 @@ def _forward(emit: Emit) -> Callable[[str, dict[str, Any]], None]:
 def _tool_event(emit: Emit, event: ExecutorEvent) -> None:
     if event.kind in ("tool_started", "tool_retry"):
         path = (event.event or {}).get("toolPath", "")
-        emit("tool_started", {"tool_id": event.tool_id, "tool_path": path, "attempt": event.attempt})
+        emit(TurnEventKind.TOOL_STARTED, {"tool_id": event.tool_id, "tool_path": path,
+                                          "attempt": event.attempt})
     elif event.kind == "tool_event" and event.event is not None:
-        emit("tool_event", {"tool_id": event.tool_id, "type": str(event.event.get("type", "")),
-                            "event_json": _json(event.event), "attempt": event.attempt})
+        emit(TurnEventKind.TOOL_EVENT, {
+            "tool_id": event.tool_id, "type": str(event.event.get("type", "")),
+            "event_json": _json(event.event), "attempt": event.attempt})
     elif event.kind == "tool_finished" and event.result is not None:
         result = event.result
-        emit("tool_finished", {"tool_id": event.tool_id, "ok": result.state == "success",
-                               "error": result.error.message if result.error else "",
-                               "duration_ms": result.executionTimeMs,
-                               "queue_ms": int((event.event or {}).get("queueMs", 0)),
-                               "output_json": _json(result.output), "attempt": result.retryCount})
+        emit(TurnEventKind.TOOL_FINISHED, {
+            "tool_id": event.tool_id, "ok": result.state == "success",
+            "error": result.error.message if result.error else "",
+            "duration_ms": result.executionTimeMs,
+            "queue_ms": int((event.event or {}).get("queueMs", 0)),
+            "output_json": _json(result.output), "attempt": result.retryCount})
 
 
 def _outcomes(outcome: TurnOutcome) -> list[str]:
@@ -282,14 +288,15 @@ class _Clock:
 
 async def run_scene(services: SceneServices, scene: SceneInput, emit: Emit) -> SceneResult:
     clock = _Clock()
-    emit("started", {"session_id": scene.session_id, "turn_number": scene.turn_number,
-                     "input": scene.player_input})
+    emit(TurnEventKind.STARTED, {"session_id": scene.session_id,
+                                 "turn_number": scene.turn_number, "input": scene.player_input})
     memories = await _recall(services.memory, scene)
     _log_beats(emit, scene)
     if scene.npcs:
         # Which NPC knowledge the narrator is given, for clients and tests: never the prose.
-        emit("knowledge", {"npcs": [{"npc_id": v.npc_id, "name": v.name, "facts": list(v.facts),
-                                     "memories": list(v.memories)} for v in scene.npcs]})
+        emit(TurnEventKind.KNOWLEDGE, {"npcs": [
+            {"npc_id": v.npc_id, "name": v.name, "facts": list(v.facts),
+             "memories": list(v.memories)} for v in scene.npcs]})
         log.info("session %s scene %d: NPC knowledge of %s", scene.session_id, scene.turn_number,
                  ", ".join(f"{v.npc_id} ({len(v.facts)} facts, {len(v.memories)} memories)"
                            for v in scene.npcs))
@@ -303,7 +310,7 @@ async def run_scene(services: SceneServices, scene: SceneInput, emit: Emit) -> S
     clock.timings["plan"] = sum(a.generation_ms for a in outcome.attempts)
     clock.timings["execute"] = sum(a.execution_ms for a in outcome.attempts)
     for refused in _refused_patches(outcome):  # an optional tool's, or the plan would have failed
-        emit("log", {"level": "warning", "message": refused, "source": "state"})
+        emit(TurnEventKind.LOG, {"level": "warning", "message": refused, "source": "state"})
 
     state = scene.state
     context = NarrationContext(player_input=scene.player_input)
@@ -316,25 +323,26 @@ async def run_scene(services: SceneServices, scene: SceneInput, emit: Emit) -> S
     check = None if (scene.execute_only or told) else _resolve(scene, outcome, state, emit)
     if outcome.fallback:
         _settle_beats(emit, scene, state, narrated=False)
-        emit("fallback", {"attempts": len(outcome.attempts),
-                          "reason": (outcome.attempts[-1].error or outcome.attempts[-1].outcome)
-                          if outcome.attempts else "no attempt"})
+        emit(TurnEventKind.FALLBACK, {
+            "attempts": len(outcome.attempts),
+            "reason": (outcome.attempts[-1].error or outcome.attempts[-1].outcome)
+            if outcome.attempts else "no attempt"})
         narration = _lead(scene, check, state, beats=False) or outcome.narration
-        emit("narration", {"text": narration})
+        emit(TurnEventKind.NARRATION, {"text": narration})
     elif told:
         # A storyteller skill in the plan narrated the turn: its prose is the narration.
         _settle_beats(emit, scene, state, narrated=False)
         narration = told
-        emit("narration", {"text": narration})
+        emit(TurnEventKind.NARRATION, {"text": narration})
     elif scene.execute_only:
         assert outcome.result is not None and outcome.plan is not None
         _settle_beats(emit, scene, state, narrated=False)
         narration = outcome.plan.narrative or success_narration(outcome.plan, outcome.result)
-        emit("narration", {"text": narration})
+        emit(TurnEventKind.NARRATION, {"text": narration})
     else:
         assert outcome.result is not None
         _settle_beats(emit, scene, state, narrated=True)
-        emit("phase", {"phase": "NARRATING", "attempt": len(outcome.attempts)})
+        emit(TurnEventKind.PHASE, {"phase": "NARRATING", "attempt": len(outcome.attempts)})
         since = time.monotonic()
         facts = facts_for_narration(scene.facts) if scene.facts else None
         canon = scene.canon
@@ -356,36 +364,36 @@ async def run_scene(services: SceneServices, scene: SceneInput, emit: Emit) -> S
             _log_names(emit, scene, relay)
         if not narration.strip():
             narration = success_narration(outcome.plan, outcome.result) if outcome.plan else ""
-            emit("narration", {"text": narration})
+            emit(TurnEventKind.NARRATION, {"text": narration})
         clock.add("narrate", since)
         if facts is not None:
             _log_grounding(emit, scene, report(narration, facts.kept))
 
-    emit("phase", {"phase": "CHOOSING", "attempt": len(outcome.attempts)})
+    emit(TurnEventKind.PHASE, {"phase": "CHOOSING", "attempt": len(outcome.attempts)})
     since = time.monotonic()
     choices = _skill_choices(outcome) or (
         fallback_choices() if scene.execute_only else
         await _choose(services.narrator, context, narration))
     clock.add("choices", since)
-    emit("choices", {"options": choices})
+    emit(TurnEventKind.CHOICES, {"options": choices})
 
-    emit("phase", {"phase": "STORING", "attempt": len(outcome.attempts)})
+    emit(TurnEventKind.PHASE, {"phase": STORING_PHASE, "attempt": len(outcome.attempts)})
     since = time.monotonic()
     await services.save_turn(scene.session_id, state, narration, choices,
                              _scene_memory(scene, narration, state))
     clock.add("store", since)
 
     timings = clock.total()
-    emit("done", {"turn_number": scene.turn_number, "narration": narration,
-                  "fallback": outcome.fallback, "timings_ms": timings,
-                  "state_json": _json(state.tree), "outcome": outcome.state.value})
+    emit(TurnEventKind.DONE, {"turn_number": scene.turn_number, "narration": narration,
+                              "fallback": outcome.fallback, "timings_ms": timings,
+                              "state_json": _json(state.tree), "outcome": outcome.state.value})
     return SceneResult(narration, choices, state, outcome.fallback, timings)
 
 
 def _log_beats(emit: Emit, scene: SceneInput) -> None:
     for beat, why in scene.beats_skipped:
-        emit("log", {"level": "info", "message": f"plot beat skipped: {beat} ({why})",
-                     "source": "plot"})
+        emit(TurnEventKind.LOG, {"level": "info", "message": f"plot beat skipped: {beat} ({why})",
+                                 "source": "plot"})
 
 
 def _settle_beats(emit: Emit, scene: SceneInput, state: SessionState, narrated: bool) -> None:
@@ -402,7 +410,7 @@ def _settle_beats(emit: Emit, scene: SceneInput, state: SessionState, narrated: 
     for beat in scene.beats_triggered:
         message = (f"plot beat triggered: {beat}" if narrated else
                    f"plot beat deferred: {beat} (this scene is not told by the narrator)")
-        emit("log", {"level": "info", "message": message, "source": "plot"})
+        emit(TurnEventKind.LOG, {"level": "info", "message": message, "source": "plot"})
 
 
 def _plan_roll(outcome: TurnOutcome) -> Roll | None:
@@ -447,7 +455,7 @@ def _resolve(scene: SceneInput, outcome: TurnOutcome, state: SessionState,
         except (ValueError, TypeError) as exc:  # a cap refused it: the outcome still stands
             log.warning("session %s scene %d: the check's cost was not applied: %s",
                         scene.session_id, scene.turn_number, exc)
-    emit("check", check.event())
+    emit(TurnEventKind.CHECK, check.event())
     log.info("session %s scene %d: %s check, %s %d%+d=%d vs %d: %s (cost: %s)",
              scene.session_id, scene.turn_number, check.deed, check.formula, check.roll,
              check.modifier, check.total, check.difficulty, check.outcome, check.cost)
@@ -490,14 +498,14 @@ def _log_names(emit: Emit, scene: SceneInput, relay: NameRelay) -> None:
         was = excerpt(fix.was, budget=40)
         message = (f"name corrected: {was!r} -> {fix.text!r}" if fix.why == "misspelt" else
                    f"invented name removed: {was!r}")
-        emit("log", {"level": "info", "message": message, "source": "names"})
+        emit(TurnEventKind.LOG, {"level": "info", "message": message, "source": "names"})
         log.info("session %s scene %d: %s", scene.session_id, scene.turn_number, message)
 
 
 def _log_grounding(emit: Emit, scene: SceneInput, grounding: GroundingReport) -> None:
     """What the narration took from the campaign and what it made up, for authors."""
     for line in grounding.log_events():
-        emit("log", {**line, "source": "narrator"})
+        emit(TurnEventKind.LOG, {**line, "source": "narrator"})
         log.log(logging.DEBUG if line["level"] == "debug" else logging.INFO,
                 "session %s scene %d: %s", scene.session_id, scene.turn_number, line["message"])
 
@@ -531,7 +539,7 @@ async def _narrate(narrator: Narrator, context: NarrationContext, emit: Emit,
         text = relay.feed(text) if relay is not None else text
         if text:
             shown.append(text)
-            emit("narration", {"text": text})
+            emit(TurnEventKind.NARRATION, {"text": text})
 
     lead = context.lead.strip()
     head, started = "", not lead
@@ -557,7 +565,7 @@ async def _narrate(narrator: Narrator, context: NarrationContext, emit: Emit,
         show(lead)  # nothing past the lead (or only part of it): the lead alone
     if relay is not None and (rest := relay.flush()):
         shown.append(rest)
-        emit("narration", {"text": rest})
+        emit(TurnEventKind.NARRATION, {"text": rest})
     return "".join(shown).strip()
 
 
