@@ -12,15 +12,19 @@ migration leaves the previous version intact.
 from __future__ import annotations
 
 import importlib.util
+import logging
 import re
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import duckdb
 
 DB_FILENAME = "narratoria.duckdb"
+
+log = logging.getLogger(__name__)
 
 if importlib.util.find_spec("pandas") is None:
     # DuckDB's binding tries to import pandas (twice) for every SQL parameter it
@@ -127,6 +131,28 @@ def literal(value: str | int | float | bool | None) -> str:
     raise DatabaseError(f"no SQL literal for a {type(value).__name__}")
 
 
+@contextmanager
+def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
+    """``con`` inside BEGIN ... COMMIT; any error (a failed COMMIT included) rolls back.
+
+    The caller holds whatever lock makes ``con`` its own. The error that ended the
+    block is always the one raised: a ROLLBACK that fails too (a failed COMMIT has
+    already ended the transaction; a closed connection cannot roll back) is logged
+    and noted on that error, never raised in its place.
+    """
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield con
+        con.execute("COMMIT")
+    except BaseException as exc:
+        try:
+            con.execute("ROLLBACK")
+        except Exception as rollback_error:  # noqa: BLE001 - must not hide ``exc``
+            log.warning("ROLLBACK failed after %r: %r", exc, rollback_error)
+            exc.add_note(f"ROLLBACK failed too: {rollback_error!r}")
+        raise
+
+
 @dataclass(frozen=True)
 class Migration:
     version: int
@@ -165,16 +191,11 @@ def migrate(con: duckdb.DuckDBPyConnection, component: str,
     for migration in migrations:
         if migration.version <= current:
             continue
-        con.execute("BEGIN TRANSACTION")
-        try:
+        with transaction(con):
             migration.apply(con)
             con.execute(
                 "INSERT INTO schema_migrations (component, version, name) VALUES (?, ?, ?)",
                 [component, migration.version, migration.name],
             )
-            con.execute("COMMIT")
-        except Exception:
-            con.execute("ROLLBACK")
-            raise
         current = migration.version
     return current

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from narratoria.runtime.db import (DatabaseError, Migration, connect, literal, migrate,
-                                   schema_version)
+                                   schema_version, transaction)
 
 
 def test_vss_is_loaded_from_the_package_and_hnsw_indexes_work(tmp_path):
@@ -75,6 +75,32 @@ def test_a_newer_database_is_refused(tmp_path):
 def test_migration_versions_must_increase(tmp_path):
     with pytest.raises(DatabaseError):
         migrate(connect(), "demo", [Migration(2, "b", _create), Migration(1, "a", _create)])
+
+
+def test_a_transaction_commits_or_rolls_back_everything(tmp_path):
+    con = connect(tmp_path / "n.duckdb")
+    con.execute("CREATE TABLE things (id INTEGER)")
+    with transaction(con) as cur:
+        cur.execute("INSERT INTO things VALUES (1)")
+    with pytest.raises(RuntimeError, match="halfway"):
+        with transaction(con) as cur:
+            cur.execute("INSERT INTO things VALUES (2)")
+            raise RuntimeError("halfway")
+    assert con.execute("SELECT id FROM things").fetchall() == [(1,)]
+
+
+def test_a_failing_rollback_never_hides_the_error_that_ended_the_block(tmp_path, caplog):
+    con = connect(tmp_path / "n.duckdb")
+    con.execute("CREATE TABLE things (id INTEGER)")
+    with pytest.raises(RuntimeError, match="the real failure") as raised:
+        with transaction(con) as cur:
+            cur.execute("INSERT INTO things VALUES (1)")
+            con.close()  # ROLLBACK now fails too
+            raise RuntimeError("the real failure")
+    assert any("ROLLBACK failed too" in note for note in raised.value.__notes__)
+    assert "ROLLBACK failed" in caplog.text
+    con = connect(tmp_path / "n.duckdb")
+    assert con.execute("SELECT count(*) FROM things").fetchone() == (0,)  # never committed
 
 
 @settings(max_examples=300, deadline=None)

@@ -1,5 +1,5 @@
-"""The narrative state engine (phantom-state-engine.md) on DuckDB: bounded knowledge,
-branching takes, the corpus, validation, durability and concurrency."""
+"""The narrative state engine (docs/narrative.md) on DuckDB: bounded knowledge,
+branching takes, validation, durability and concurrency."""
 
 from __future__ import annotations
 
@@ -11,10 +11,9 @@ import textwrap
 import threading
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from narratoria.runtime.db import connect, schema_version
+from narratoria.runtime.db import connect, migrate, schema_version
 from narratoria.runtime.embedding import HashEmbedding
 from narratoria.runtime.narrative import (
     CharacterState,
@@ -28,11 +27,11 @@ from narratoria.runtime.narrative import (
     UnknownFactError,
     UnknownMomentError,
     UnknownTakeError,
-    chunk_text,
 )
+from narratoria.runtime.narrative.schema import migrations
 
 REPO = Path(__file__).resolve().parents[1]
-TABLES = ("moments", "takes", "characters", "facts", "knowledge_events", "memories", "corpus")
+TABLES = ("moments", "takes", "characters", "facts", "knowledge_events", "memories")
 
 
 def hash_engine(db_path: str | Path = ":memory:", dims: int = 32, **kwargs) -> NarrativeStateEngine:
@@ -47,7 +46,7 @@ def engine():
 
 
 def row_counts(engine: NarrativeStateEngine) -> dict[str, int]:
-    with engine._reading() as con:
+    with engine._db.reading() as con:
         return {t: con.execute(f"SELECT count(*) FROM narrative_state.{t}").fetchone()[0] for t in TABLES}
 
 
@@ -357,8 +356,6 @@ def test_duplicates_and_invalid_values_are_refused(engine):
         engine.embed_memory("a", "x", "m1", take, "said", tags=["not", "a", "dict"])
     with pytest.raises(InvalidArgumentError, match="memory_limit"):
         engine.query_state("a", "m1", take, memory_limit=-1)
-    with pytest.raises(InvalidArgumentError, match="granularity"):
-        hash_engine(chunk_granularity="chapter")
     with pytest.raises(InvalidArgumentError, match="ships all-MiniLM-L6-v2 only"):
         NarrativeStateEngine(EngineConfig(db_path=":memory:", embedding_model="bert-large"))
     with pytest.raises(InvalidArgumentError, match="24-d"):
@@ -465,135 +462,6 @@ def test_list_takes_set_take_status_and_ancestry(story):
 
 
 # --------------------------------------------------------------------------
-# corpus
-
-
-def test_corpus_load_query_filters_and_delete_version(engine):
-    take = _world(engine)
-    ids = [engine.load_corpus_chunk("The kingdom of Aldor lies north of the sea.", "atlas", "ch1",
-                                    "canon", "v1", {"page": 3}),
-           engine.load_corpus_chunk("The kingdom of Aldor lies north of the river.", "atlas", "ch1",
-                                    "canon", "v2"),
-           engine.load_corpus_chunk("Draft: Aldor might be a republic.", "notes", None, "draft", None)]
-    top = engine.query_corpus("kingdom of Aldor north")
-    assert {c.id for c in top} == set(ids)
-    assert top[0].score >= top[1].score >= top[2].score
-    first = next(c for c in top if c.id == ids[0])
-    assert (first.source, first.section, first.category, first.version, first.metadata) == (
-        "atlas", "ch1", "canon", "v1", {"page": 3})
-    assert [c.id for c in engine.query_corpus("Aldor", version="v2")] == [ids[1]]
-    assert [c.id for c in engine.query_corpus("Aldor", category="draft")] == [ids[2]]
-    assert {c.id for c in engine.query_corpus("Aldor", source="atlas")} == set(ids[:2])
-    assert engine.query_corpus("Aldor", source="atlas", version="v3") == []
-    assert len(engine.query_corpus("Aldor", limit=1)) == 1
-
-    # Ungated and shared: every character sees it at any moment, newest first without a query.
-    state = engine.query_state("b", "m1", take)
-    assert [c.id for c in state.corpus] == ids[::-1]
-    assert [c.id for c in engine.query_state("a", "m1", take, corpus_category="canon").corpus] == ids[1::-1]
-    assert [c.id for c in engine.query_state("a", "m1", take, corpus_version="v1").corpus] == ids[:1]
-    assert engine.query_state("a", "m1", take, include_corpus=False).corpus == []
-    assert len(engine.query_state("a", "m1", take, corpus_limit=2).corpus) == 2
-    assert engine.query_state("a", "m1", take, query_text="republic draft").corpus[0].id == ids[2]
-
-    assert engine.delete_corpus_version("atlas", "v1") == 1
-    assert engine.delete_corpus_version("atlas", "v1") == 0
-    assert engine.delete_corpus_version("notes", None) == 1
-    assert [c.id for c in engine.query_corpus("kingdom of Aldor north")] == [ids[1]]
-
-
-class CountingHash(HashEmbedding):
-    """The real hash backend, counting its calls."""
-
-    def __init__(self, dimensions: int) -> None:
-        super().__init__(dimensions)
-        self.batches: list[int] = []
-
-    def embed_batch(self, texts):
-        self.batches.append(len(texts))
-        return super().embed_batch(texts)
-
-
-DOCUMENT = textwrap.dedent("""\
-    # Arrival
-
-    Dr. Webb reached the harbour at dusk. The lamps were lit!
-    Nobody met him.
-
-    He walked to the inn.
-
-    * * *
-
-    Morning came grey. The ferry had gone?
-
-    ## The letter
-    A letter waited under the door.
-    <!-- chunk -->
-    It was unsigned.
-    """)
-
-
-@pytest.mark.parametrize("chunker, expected", [
-    ("sentence", ["# Arrival", "Dr. Webb reached the harbour at dusk.", "The lamps were lit!",
-                  "Nobody met him.", "He walked to the inn.", "* * *", "Morning came grey.",
-                  "The ferry had gone?", "## The letter A letter waited under the door.",
-                  "<!-- chunk --> It was unsigned."]),
-    ("paragraph", ["# Arrival", "Dr. Webb reached the harbour at dusk. The lamps were lit!\nNobody met him.",
-                   "He walked to the inn.", "* * *", "Morning came grey. The ferry had gone?",
-                   "## The letter\nA letter waited under the door.\n<!-- chunk -->\nIt was unsigned."]),
-    ("beat", ["# Arrival\n\nDr. Webb reached the harbour at dusk. The lamps were lit!\nNobody met him."
-              "\n\nHe walked to the inn.",
-              "Morning came grey. The ferry had gone?",
-              "## The letter\nA letter waited under the door.\n<!-- chunk -->\nIt was unsigned."]),
-    ("manual", [DOCUMENT.split("<!-- chunk -->")[0].strip(), "It was unsigned."]),
-    ("page", [DOCUMENT.strip().replace("\n\n\n", "\n\n")]),
-])
-def test_load_document_with_each_chunker(tmp_path, chunker, expected):
-    path = tmp_path / "story.md"
-    path.write_text(DOCUMENT, encoding="utf-8")
-    embedder = CountingHash(32)
-    with NarrativeStateEngine(EngineConfig(db_path=":memory:", embedding_backend="hash",
-                                           vector_dimensions=32), embedder=embedder) as e:
-        ids = e.load_document(path, "story.md", "canon", version="1", chunker=chunker,
-                              metadata={"lang": "en"})
-        assert embedder.batches == [len(expected)]  # one batch for the whole document
-        loaded = e.query_corpus("harbour", limit=100)
-        by_id = {c.id: c for c in loaded}
-        assert [by_id[i].content for i in ids] == expected
-        assert ids == sorted(ids)
-        assert all(c.source == "story.md" and c.category == "canon" and c.version == "1"
-                   and c.metadata == {"lang": "en"} for c in loaded)
-    assert [c.text for c in chunk_text(DOCUMENT, chunker)] == expected
-
-
-def test_chunkers_sections_pages_and_custom_functions(engine, tmp_path):
-    assert [c.section for c in chunk_text("a\n\nb", "paragraph")] == ["paragraph 1", "paragraph 2"]
-    assert [c.section for c in chunk_text(DOCUMENT, "beat")] == ["Arrival", "beat 2", "The letter"]
-    paged = chunk_text("one\n\ntwo\fthree\f\ffour", "page")
-    assert [(c.text, c.section) for c in paged] == [
-        ("one\n\ntwo", "page 1"), ("three", "page 2"), ("four", "page 4")]
-    long_text = "\n\n".join("x" * 1000 for _ in range(7))
-    assert [len(c.text) for c in chunk_text(long_text, "page")] == [2002, 2002, 2002, 1000]
-    assert [c.text for c in chunk_text("Mr. Smith met Mrs. Jones. \"Hi.\" She left.", "sentence")] == [
-        "Mr. Smith met Mrs. Jones.", "\"Hi.\"", "She left."]
-    assert chunk_text("no markers here", "manual")[0].text == "no markers here"
-    assert chunk_text("   \n\n  ", "paragraph") == []
-    with pytest.raises(InvalidArgumentError, match="granularity"):
-        chunk_text("x", "chapter")
-
-    path = tmp_path / "d.txt"
-    path.write_text("alpha\n\nbeta\n\ngamma", encoding="utf-8")
-    ids = engine.load_document(path, "d", "ref", chunker=lambda text: text.split("\n\n")[::-1])
-    assert [c.content for c in sorted(engine.query_corpus("x", limit=10), key=lambda c: c.id)] == [
-        "gamma", "beta", "alpha"]
-    assert engine.load_document(path, "d", "ref")[0] == ids[-1] + 1  # config granularity: paragraph
-    (tmp_path / "empty.txt").write_text("\n\n", encoding="utf-8")
-    assert engine.load_document(tmp_path / "empty.txt", "e", "ref") == []
-    with pytest.raises(InvalidArgumentError, match="cannot read"):
-        engine.load_document(tmp_path / "missing.txt", "m", "ref")
-
-
-# --------------------------------------------------------------------------
 # storage: schema version, reopen, a shared connection, model recorded per vector
 
 
@@ -605,11 +473,10 @@ def test_schema_version_reopen_and_model_recorded(tmp_path):
         memory = e.embed_memory("a", "the blue door", "m1", take, "perceived", {"k": 1})
         e.embed_memory("a", "the red door", "m3", branch, "perceived")
         e.log_knowledge("a", e.log_fact("doors lie", "lore", "m1"), "m1", take, "told")
-        e.load_corpus_chunk("door canon", "doc", category="canon")
         before = e.query_state("a", "m5", branch, query_text="blue door")
     con = connect(path)
-    assert schema_version(con, "narrative_state") == 3  # v3: memory ids are unique
-    for table in ("memories", "facts", "corpus"):
+    assert schema_version(con, "narrative_state") == 4  # v4: the unused corpus table dropped
+    for table in ("memories", "facts"):
         assert con.execute(f"SELECT DISTINCT embedding_model, embedding_version "
                            f"FROM narrative_state.{table}").fetchall() == [("hash-32", "1")]
     con.close()
@@ -622,6 +489,25 @@ def test_schema_version_reopen_and_model_recorded(tmp_path):
             e.create_moment("m1", 1)
     with pytest.raises(InvalidArgumentError, match="stores 32-d vectors"):
         hash_engine(path, dims=16)
+
+
+def test_a_v3_database_with_a_corpus_opens_and_loses_only_the_corpus(tmp_path):
+    path = tmp_path / "narratoria.duckdb"
+    con = connect(path)
+    migrate(con, "narrative_state", migrations(32)[:3])  # as the runtime before v4 left it
+    con.execute("INSERT INTO narrative_state.corpus (id, content, source, created_at, embedding, "
+                "embedding_model, embedding_version) VALUES (1, 'canon', 'doc', now(), "
+                "list_transform(range(32), x -> 0.5), 'hash-32', '1')")
+    con.close()
+    with hash_engine(path) as e:
+        take = _world(e)
+        e.embed_memory("a", "after the upgrade", "m1", take, "said")
+        assert chunks(e.query_state("a", "m1", take)) == ["after the upgrade"]
+    con = connect(path)
+    assert schema_version(con, "narrative_state") == 4
+    assert con.execute("SELECT count(*) FROM information_schema.tables WHERE table_schema = "
+                       "'narrative_state' AND table_name = 'corpus'").fetchone() == (0,)
+    con.close()
 
 
 def test_a_shared_connection_keeps_the_engine_in_its_own_schema(tmp_path):
@@ -656,20 +542,16 @@ def test_scores_stay_exact_across_many_writes_and_two_engines_on_one_database(tm
         if i % 50 == 0:
             fact = writer.log_fact(f"fact {i}", "lore", "m1")
             writer.log_knowledge("a", fact, "m2", take, "told")
-            writer.load_corpus_chunk(f"canon {i}", "doc")
     query = embedder.embed("memory 7 of 7")
     for engine in (first, second):
         state = engine.query_state("a", "m5", take, query_text="memory 7 of 7", memory_limit=1000,
-                                   fact_limit=1000, corpus_limit=1000)
+                                   fact_limit=1000)
         assert {m.id for m in state.memories} == set(texts)
         for memory in state.memories:
             assert memory.chunk == texts[memory.id]
             assert memory.score == pytest.approx(float(embedder.embed(memory.chunk) @ query), abs=1e-5)
         assert sorted(facts(state)) == sorted(f"fact {i}" for i in range(0, 300, 50))
         assert all(f.moment_id == "m2" and f.source == "told" for f in state.facts)
-        assert len(state.corpus) == 6
-        for chunk in state.corpus:
-            assert chunk.score == pytest.approx(float(embedder.embed(chunk.content) @ query), abs=1e-5)
         assert len(engine.query_state("a", "m1", take, memory_limit=1000).memories) == 60
     first.close()
     second.close()
@@ -708,7 +590,7 @@ def test_sigkill_right_after_a_write_returned_loses_nothing(tmp_path):
         child.wait()
     assert child.returncode == -signal.SIGKILL
     with hash_engine(path, dims=64) as e:
-        state = e.query_state("a", "m1", int(ready[1]), memory_limit=1_000_000, include_corpus=False)
+        state = e.query_state("a", "m1", int(ready[1]), memory_limit=1_000_000)
     stored = {m.id for m in state.memories}
     assert set(printed) <= stored
     assert {m.chunk for m in state.memories} >= {f"memory {i}" for i in range(150)}

@@ -1,7 +1,7 @@
-"""The engine decides, the model narrates (issue 20 item 3), through a real daemon:
-risky actions resolve into a ``check`` event, a cost within the stat's bounds and a
-narration whose first sentence states the outcome; plot beats trigger once each and
-only in a scene told with their text."""
+"""The engine decides, the model narrates (docs/scene.md, "The engine decides"), through
+a real daemon: risky actions resolve into a ``check`` event, a cost within the stat's
+bounds and a narration whose first sentence states the outcome; plot beats trigger once
+each and only in a scene told with their text."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import json
 import re
 
 from conftest import TESTS
-from narratoria.runtime.planner.narration_scores import dice_consistency, sentences
+from narratoria.runtime.planner.narration_scores import dice_consistency
+from narratoria.runtime.sentences import sentences
 from narratoria.runtime.turn.resolution import engine_roll
 from skill_plans import run_plan
 from support.daemon import kinds, play

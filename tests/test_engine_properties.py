@@ -13,7 +13,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import duckdb
-import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -190,8 +189,7 @@ def check_top(chosen, pool, limit: int, query: str) -> None:
 def check_story_order(engine, oracle: Oracle, character: str, moment: str, take: int) -> None:
     memories = oracle.memories_of(character, moment, take)
     known = oracle.facts_of(character, moment, take)
-    state = engine.query_state(character, moment, take, fact_limit=10_000, memory_limit=10_000,
-                               include_corpus=False)
+    state = engine.query_state(character, moment, take, fact_limit=10_000, memory_limit=10_000)
     assert [(m.id, m.chunk) for m in state.memories] == [(i, t) for i, t, _ in memories]
     assert all(m.score is None for m in state.memories)
     assert [(f.id, f.content, f.moment_id, f.source) for f in state.facts] == [
@@ -202,13 +200,12 @@ def check_ranking(engine, oracle: Oracle, character: str, moment: str, take: int
     memories = oracle.memories_of(character, moment, take)
     known = oracle.facts_of(character, moment, take)
     ranked = engine.query_state(character, moment, take, query_text=query, fact_limit=10_000,
-                                memory_limit=10_000, include_corpus=False)
+                                memory_limit=10_000)
     check_ranked(ranked.memories, {i for i, _, _ in memories}, lambda r: r.chunk, query,
                  lambda r: oracle.seq[r.moment_id])
     check_ranked(ranked.facts, {i for i, *_ in known}, lambda r: r.content, query,
                  lambda r: oracle.seq[r.moment_id])
-    top = engine.query_state(character, moment, take, query_text=query, memory_limit=2, fact_limit=1,
-                             include_corpus=False)
+    top = engine.query_state(character, moment, take, query_text=query, memory_limit=2, fact_limit=1)
     check_top(top.memories, memories, 2, query)
     check_top(top.facts, known, 1, query)
 
@@ -230,27 +227,3 @@ def test_every_query_state_matches_the_oracle(world, data):
         for character, moment, take in sample:
             query = data.draw(st.sampled_from(TEXTS + ["nothing alike"]), label="query")
             check_ranking(engine, oracle, character, moment, take, query)
-
-
-@settings(max_examples=25, deadline=None, database=None)
-@given(texts=st.lists(st.sampled_from(TEXTS), min_size=1, max_size=8),
-       moves=st.lists(st.integers(0, 7), max_size=4))
-def test_the_corpus_is_ungated(texts, moves):
-    """Every character at every moment in every take sees the same corpus."""
-    with fresh_engine() as engine:
-        engine.register_character("a", "A")
-        engine.register_character("b", "B")
-        engine.create_moment("m1", 1)
-        engine.create_moment("m2", 2)
-        takes = [engine.create_take()]
-        ids = [engine.load_corpus_chunk(text, "doc", category="canon") for text in texts]
-        for move in moves:
-            takes.append(engine.branch(takes[move % len(takes)], "m2" if move % 2 else "m1"))
-        for take in takes:
-            for character, moment in (("a", "m1"), ("b", "m2")):
-                state = engine.query_state(character, moment, take, corpus_limit=100)
-                assert [c.id for c in state.corpus] == ids[::-1]
-        ranked = engine.query_corpus("red dragon", limit=100)
-        assert sorted(c.id for c in ranked) == ids
-        assert np.all(np.diff([c.score for c in ranked]) <= TOLERANCE)
-        assert engine.query_state("a", "m1", takes[-1], "red dragon", corpus_limit=100).corpus == ranked

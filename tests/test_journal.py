@@ -75,7 +75,7 @@ def test_rows_only_in_the_journal_when_killed_are_replayed_once(tmp_path):
     assert journal_path(str(path)).stat().st_size > 0
     assert _stored_chunks(path) == []
     with _engine(path) as engine:
-        state = engine.query_state("a", "m1", take, memory_limit=100, include_corpus=False)
+        state = engine.query_state("a", "m1", take, memory_limit=100)
         assert [m.chunk for m in state.memories] == [f"memory {i}" for i in range(10)]
     assert _stored_chunks(path) == [f"memory {i}" for i in range(10)]
     assert not journal_path(str(path)).exists()  # replayed and closed: nothing left to recover
@@ -96,7 +96,7 @@ def test_a_crash_between_commit_and_truncation_does_not_duplicate(tmp_path):
         leftover = journal.read_bytes()
     journal.write_bytes(leftover)  # the rows are committed, and also still journaled
     with _engine(path) as engine:
-        assert len(engine.query_state("a", "m1", take, include_corpus=False).memories) == 3
+        assert len(engine.query_state("a", "m1", take).memories) == 3
     assert len(_stored_chunks(path)) == 3
 
 

@@ -1,4 +1,4 @@
-"""The persistence layer skills use (skill-state-persistence.md, architecture §6.1).
+"""The persistence layer skills use (docs/store.md).
 
 Real components only: DuckDB files in tmp_path, the hash embedder for most tests
 and all-MiniLM-L6-v2 (loaded once for the module) where meaning matters.
@@ -145,7 +145,7 @@ def test_every_data_type_survives_a_reopen_intact(tmp_path, hasher, clock):
         for data_type, record in stored.items():
             key = getattr(record, SPECS[data_type].key)
             assert pt.get(data_type, key) == record, data_type
-        # Every vector row names the model and version that made it (§9.4).
+        # Every vector row names the model and version that made it.
         rows = store._reader().execute(
             "SELECT embedding_model, embedding_version FROM persistence.memory_events UNION ALL "
             "SELECT embedding_model, embedding_version FROM persistence.lore_chunks UNION ALL "
@@ -428,7 +428,7 @@ def test_craftspeople_scenario_with_the_real_model(tmp_path, minilm):
 
 
 def test_a_changed_description_finds_the_cached_portrait(tmp_path, minilm):
-    """US4 / SC-030: a recurring character's portrait is found by a paraphrase of its description."""
+    """A recurring character's portrait is found by a paraphrase of its description."""
     with PersistenceStore(tmp_path / "n.duckdb", minilm) as store:
         pt = store.playthrough("p1")
         for character, description in [
@@ -547,7 +547,7 @@ def test_bulk_lore_ingest_keeps_every_chunk_and_field(store):
 # -- decay ----------------------------------------------------------------------------------
 
 def test_reputation_decays_when_read_and_is_never_rewritten(store, clock):
-    """SC-029: ~10% per time unit when neutral, slower for strong opinions (|score| >= 50)."""
+    """Decay: ~10% per time unit when neutral, slower for strong opinions (|score| >= 50)."""
     pt = store.playthrough("p1")
     pt.store_many("faction_reputation", [
         FactionReputation(faction_id="neutral", current_score=20, last_updated=T0),
@@ -588,7 +588,7 @@ def test_decay_is_continuous_at_the_strong_threshold_and_monotone():
 
 
 def test_perception_helped_beats_betrayed_and_fades_toward_neutral(tmp_path, hasher, clock):
-    """SC-028 and US2 scenario 4: help vs betrayal differ by > 30; 50 days later both have faded."""
+    """Help vs betrayal differ by > 30; 50 days later both have faded."""
     config = StoreConfig(perception_decay=DecayPolicy(time_unit=timedelta(days=10), rate=0.1))
     with PersistenceStore(tmp_path / "n.duckdb", hasher, config=config, clock=clock) as store:
         pt = store.playthrough("p1")

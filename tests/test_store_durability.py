@@ -1,4 +1,5 @@
-"""Durability (FR-139, SC-026) and concurrency (FR-143, SC-031) of the persistence layer.
+"""Durability and concurrency of the persistence layer (docs/store.md,
+"Durability and concurrency").
 
 A real child process writes to a real file and is SIGKILLed mid-stream; readers
 in real threads query while a real writer writes.
@@ -138,7 +139,7 @@ def test_readers_are_not_blocked_by_an_open_write_transaction(tmp_path):
 
 
 def test_concurrent_readers_and_a_writer_see_only_whole_writes(tmp_path):
-    """SC-031: eight threads query while one writes; answers stay correct, batches appear whole."""
+    """Eight threads query while one writes; answers stay correct, batches appear whole."""
     hasher = make_backend(EmbeddingSettings(backend="hash"))
     with PersistenceStore(tmp_path / "n.duckdb", hasher) as store:
         pt, other = store.playthrough("p1"), store.playthrough("p2")

@@ -1,4 +1,4 @@
-"""Lore chunks keep where they came from (architecture §6.2.15 phase 6).
+"""Lore chunks keep where they came from (ingestion's storage phase).
 
 ``chunkMethod``, ``sourceLine``, ``contentType``, ``jsonField`` and ``entityType``:
 validated like every other field, stored, filtered on exactly, and added to an

@@ -1,9 +1,9 @@
 """Phase 3 of ingestion: a content file as the chunks that are embedded and searched.
 
 - Frontmatter: the author's block, serialised as ``key: value`` lines, is one
-  chunk (``sourceType: frontmatter``, tier 1): binding assertions (§5.3.1). A
-  file without frontmatter has none; inferred metadata is a guess and rides on
-  the prose chunks (entity ids, tags) instead of outranking them.
+  chunk (``sourceType: frontmatter``, tier 1): binding assertions (docs/scene.md,
+  "Context precedence"). A file without frontmatter has none; inferred metadata is
+  a guess and rides on the prose chunks (entity ids, tags) instead of outranking them.
 - Prose: split on blank lines, one chunk a paragraph (tier 3, same-file prose);
   a paragraph over 512 tokens is split between sentences, packing whole
   sentences up to the limit (a single sentence over it is cut by tokens).
@@ -34,13 +34,12 @@ from narratoria.runtime.campaign.discovery import STRUCTURED_FORMATS
 from narratoria.runtime.campaign.frontmatter import FileMetadata, name_hints, read_metadata
 from narratoria.runtime.campaign.parsing import load_json, load_yaml
 from narratoria.runtime.planner.context import ENCODING
+from narratoria.runtime.sentences import sentences
 
 MAX_TOKENS = 512
 FRONTMATTER_TIER = 1
 PROSE_TIER = 3
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
-# After ., ! or ? (and any closing quote or bracket), before the next sentence.
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+")
 
 
 @dataclass(frozen=True)
@@ -122,10 +121,9 @@ def _paragraphs(body: str, first_line: int) -> list[tuple[int, str]]:
 
 def _split_sentences(paragraph: str) -> list[tuple[str, int]]:
     """Whole sentences packed into pieces of at most MAX_TOKENS tokens, with their counts."""
-    sentences = [s for s in _SENTENCE_END.split(paragraph) if s.strip()]
     pieces: list[tuple[str, int]] = []
     current: list[str] = []
-    for sentence in sentences:
+    for sentence in sentences(paragraph):
         for part in _cut(sentence.strip()):
             candidate = " ".join(current + [part])
             if current and count_tokens(candidate) > MAX_TOKENS:

@@ -1,4 +1,4 @@
-"""Campaign stats (architecture §6.2.8): named numeric gauges, bound to session state.
+"""Campaign stats (docs/campaigns.md, "Stats"): named numeric gauges, bound to session state.
 
 An author defines a stat by dropping a JSON file into ``stats/`` (tracked and
 hidden from the player under ``stats/hidden/``); a file named
@@ -7,7 +7,7 @@ hidden from the player under ``stats/hidden/``); a file named
 runtime then needs four things from those files, which :class:`StatRegistry`
 gives it:
 
-* the starting values at the conventional state paths (§2.6.2):
+* the starting values at the conventional state paths (docs/state.md, "Conventional paths"):
   ``player.stats.<stat>`` and ``npcs.<npc>.stats.<stat>``;
 * the range of every such path, to clamp every ``state_patch`` that writes one
   ("a patch setting health to -5 is clamped to 0");
@@ -39,6 +39,7 @@ from narratoria.runtime.bounded import shown
 from narratoria.runtime.campaign.discovery import CampaignFile, discover
 from narratoria.runtime.campaign.parsing import Parsed, load_json
 from narratoria.runtime.campaign.problems import CampaignError, Problem
+from narratoria.runtime.sentences import sentences
 from narratoria.runtime.state.merge import json_copy
 from narratoria.runtime.state.paths import get_path
 from narratoria.runtime.state.session import StatRange
@@ -59,7 +60,7 @@ STAT_DISPLAYS = frozenset({"bar", "number", "hearts", "pips", "ring", "hidden"})
 STATS_DIR = "stats"
 HIDDEN_DIR = "hidden"
 NPC_PREFIX = "npc"
-# Inline NPC stats, §6.2.8 option 1.
+# Inline NPC stats, declared in an NPC's profile.
 PROFILE_PATTERN = re.compile(r"characters/npcs/([^/]+)/profile\.json")
 # A stat id becomes one segment of a dotted state path, so it cannot hold a dot.
 _ID = re.compile(r"\w[\w-]*")
@@ -112,7 +113,6 @@ _BAND_PATTERNS: list[tuple[re.Pattern[str], Callable[[float, float | None], tupl
     (re.compile(rf"\b(?:above|over|more\s+than|greater\s+than)\s+{_NUMBER}", re.I),
      lambda a, _: (a, None, False, True)),
 ]
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
 def parse_bands(prompt: str) -> tuple[StatBand, ...]:
@@ -122,7 +122,7 @@ def parse_bands(prompt: str) -> tuple[StatBand, ...]:
     leaves" is two clauses an author should write as two sentences.
     """
     bands: list[StatBand] = []
-    for sentence in _SENTENCE_END.split(prompt.strip()):
+    for sentence in sentences(prompt):
         best: tuple[int, StatBand] | None = None
         for pattern, bounds in _BAND_PATTERNS:
             match = pattern.search(sentence)
@@ -140,7 +140,7 @@ def parse_bands(prompt: str) -> tuple[StatBand, ...]:
 
 @dataclass(frozen=True)
 class StatDefinition:
-    """One stat as the runtime uses it, defaults filled in as §6.2.8's field table says."""
+    """One stat as the runtime uses it, defaults filled in (docs/campaigns.md, "Stats")."""
 
     id: str                       # the stat's own id: "chemistry" (also for npc.owen.chemistry)
     name: str                     # the JSON "label"
@@ -157,7 +157,7 @@ class StatDefinition:
 
     @property
     def path(self) -> str:
-        """Its conventional state path (§2.6.2)."""
+        """Its conventional state path (docs/state.md, "Conventional paths")."""
         if self.npc is None:
             return f"player.stats.{self.id}"
         return f"npcs.{self.npc}.stats.{self.id}"
@@ -167,14 +167,14 @@ class StatDefinition:
         return StatRange(self.min, self.max)
 
     def clamp(self, value: Any) -> Any:
-        """``value`` inside the range; a non-number unchanged (§2.6.5: the UI shows it as invalid)."""
+        """``value`` inside the range; a non-number unchanged (the UI shows it as invalid)."""
         return self.range.clamp(value)
 
     def active_bands(self, value: Any) -> list[StatBand]:
         return [band for band in self.bands if _number(value) and band.contains(value)]
 
     def prompt(self, value: Any) -> str:
-        """The line the Narrator AI reads for this stat (§6.2.8 "Narrator AI Integration")."""
+        """The line the Narrator AI reads for this stat: its value and the bands it is in."""
         scope = self.category if self.npc is None else f"{self.category}, NPC: {_title(self.npc)}"
         current = _fmt(value) if _number(value) else "not set"
         line = f"{self.id} ({scope}): {_fmt(self.min)}-{_fmt(self.max)}, currently {current}."
@@ -245,7 +245,7 @@ class StatRegistry:
     def clamp_patch(self, patch: Any) -> Any:
         """A copy of ``patch`` with every value written to a stat clamped into its range.
 
-        ``patch`` is a ``state_patch`` payload (a nested object, §2.4) or a list of
+        ``patch`` is a ``state_patch`` payload (a nested object, deep-merged) or a list of
         them. A patch that replaces a whole subtree (``{"npcs": {"owen": {...}}}``)
         is clamped inside too: the walk follows the stat's path, not the patch's.
         Nulls (deletions) and non-numbers are left alone.
@@ -265,7 +265,7 @@ class StatRegistry:
         return patch
 
     def visible(self) -> list[StatDefinition]:
-        """Stats the UI shows, grouped by category, then by label (§6.2.8 "UI Rendering")."""
+        """Stats the UI shows, grouped by category, then by label."""
         return sorted((s for s in self.stats.values() if not s.hidden),
                       key=lambda s: (s.category, s.name.casefold(), s.path))
 
@@ -290,7 +290,7 @@ class StatRegistry:
 # -- reading stat files -----------------------------------------------------------------
 
 def is_stat_file(relative: str) -> bool:
-    """Whether ``relative`` is a JSON file under ``stats/`` (stat files, §6.2.8)."""
+    """Whether ``relative`` is a JSON file under ``stats/`` (stat files)."""
     parts = PurePosixPath(relative).parts
     return len(parts) >= 2 and parts[0] == STATS_DIR and relative.lower().endswith(".json")
 
@@ -481,7 +481,7 @@ def _read_stat_file(f: CampaignFile, problems: list[Problem]) -> tuple[StatDefin
     ), parsed.line("id")
 
 
-# -- inline NPC stats (§6.2.8 option 1) ---------------------------------------------------
+# -- inline NPC stats (an NPC profile's own) -----------------------------------------------
 
 _RANGE_TEXT = re.compile(r"\s*(-?\d+(?:\.\d+)?)\s*-\s*(-?\d+(?:\.\d+)?)\s*")  # "0-10"
 

@@ -1,9 +1,7 @@
 """The narrative state engine: bounded character knowledge with branching takes, on DuckDB."""
 
-from narratoria.runtime.narrative.chunking import GRANULARITIES, Chunk, chunk_text
 from narratoria.runtime.narrative.models import (
     CharacterState,
-    CorpusChunk,
     DuplicateError,
     EngineConfig,
     Fact,
@@ -19,12 +17,9 @@ from narratoria.runtime.narrative.models import (
 
 __all__ = [
     "CharacterState",
-    "Chunk",
-    "CorpusChunk",
     "DuplicateError",
     "EngineConfig",
     "Fact",
-    "GRANULARITIES",
     "InvalidArgumentError",
     "Memory",
     "NarrativeStateEngine",
@@ -34,7 +29,6 @@ __all__ = [
     "UnknownFactError",
     "UnknownMomentError",
     "UnknownTakeError",
-    "chunk_text",
 ]
 
 

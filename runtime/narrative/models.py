@@ -1,6 +1,6 @@
-"""Records and errors of the narrative state engine (phantom-state-engine.md, "Data Classes").
+"""Records and errors of the narrative state engine (docs/narrative.md, "Concepts").
 
-The records are the spec's data classes. ``Fact``, ``Memory`` and ``CorpusChunk``
+The records are the spec's data classes. ``Fact`` and ``Memory``
 add ``score``: the cosine similarity to the query text when a query ranked them,
 ``None`` when they came back in chronological or recency order.
 """
@@ -13,7 +13,6 @@ from typing import Any
 CHUNK_TYPES = ("said", "heard", "internal", "perceived", "action")
 KNOWLEDGE_SOURCES = ("witnessed", "told", "inferred", "discovered")
 TAKE_STATUSES = ("active", "archived", "trunk")
-GRANULARITIES = ("sentence", "paragraph", "page", "beat", "manual")
 
 
 @dataclass
@@ -22,7 +21,6 @@ class EngineConfig:
     embedding_backend: str = "local"  # local | openai | hash
     embedding_model: str = "all-MiniLM-L6-v2"  # for local
     openai_model: str = "text-embedding-3-small"  # if embedding_backend == "openai"
-    chunk_granularity: str = "paragraph"  # sentence | paragraph | page | beat | manual
     vector_dimensions: int = 384  # matches the model
     openai_api_key: str | None = None  # else OPENAI_API_KEY from the environment
 
@@ -48,25 +46,12 @@ class Memory:
 
 
 @dataclass
-class CorpusChunk:
-    id: int
-    content: str
-    source: str
-    section: str | None
-    category: str | None
-    version: str | None
-    metadata: dict[str, Any]
-    score: float | None = None
-
-
-@dataclass
 class CharacterState:
     character_id: str
     moment_id: str
     take_id: int
     facts: list[Fact]
     memories: list[Memory]
-    corpus: list[CorpusChunk]  # shared reference material
     traits: dict[str, Any] = field(default_factory=dict)
     voice: dict[str, Any] = field(default_factory=dict)
 
@@ -106,4 +91,4 @@ class DuplicateError(NarrativeStateError):
 
 
 class InvalidArgumentError(NarrativeStateError):
-    """A value outside its allowed set (chunk type, source, status, granularity, ...)."""
+    """A value outside its allowed set (chunk type, source, status, ...)."""

@@ -10,7 +10,7 @@ schema, and why:
   character id never has to become an SQL identifier.
 - Vectors live in plain ``FLOAT[dim]`` columns next to their rows; they are the
   authoritative copy (vss's HNSW persistence is experimental). Every vector row
-  records ``embedding_model`` and ``embedding_version`` (architecture §9.4).
+  records ``embedding_model`` and ``embedding_version`` (docs/store.md, "Embeddings").
   Facts carry a vector too, so a query text can rank them.
 - ``knowledge_events`` and ``memories`` copy their moment's ``sequence``
   (``moment_seq``). Moments are immutable (there is no API to change or delete
@@ -23,6 +23,8 @@ schema, and why:
   the scoped scans here are served by columnar scans and zone maps. ``memories.id``
   has a unique index since v3 (ids come from a sequence; the index makes a repeat,
   such as a journal replayed twice, an error instead of a duplicate row).
+- No corpus table since v4: the spec's shared, ungated corpus was never used by the
+  daemon (campaign lore is the persistence store's ``lore_chunk``), so v4 drops it.
 
 The vector width is fixed when the schema is created; ``meta`` records it so a
 database is never reopened with a different width.
@@ -141,11 +143,20 @@ def _unique_memory_ids_v3(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(f"CREATE UNIQUE INDEX memories_id_unique ON {SCHEMA}.memories (id)")
 
 
+def _drop_corpus_v4(con: duckdb.DuckDBPyConnection) -> None:
+    # The shared corpus (chunks of reference documents, ungated) was never used by the
+    # daemon: campaign lore lives in the persistence store (runtime/campaign/ingest.py).
+    # IF EXISTS: a file whose ledger was rolled back by hand may lack them already.
+    con.execute(f"DROP TABLE IF EXISTS {SCHEMA}.corpus")
+    con.execute(f"DROP SEQUENCE IF EXISTS {SCHEMA}.corpus_id_seq")
+
+
 def migrations(dimensions: int) -> list[Migration]:
     """The engine's migrations, oldest first; ``dimensions`` only matters to a new database."""
     return [Migration(1, "narrative state tables", _create_v1(dimensions)),
             Migration(2, "duplicated memories removed", _dedupe_memories_v2),
-            Migration(3, "memory ids are unique", _unique_memory_ids_v3)]
+            Migration(3, "memory ids are unique", _unique_memory_ids_v3),
+            Migration(4, "the unused corpus table dropped", _drop_corpus_v4)]
 
 
 def stored_dimensions(con: duckdb.DuckDBPyConnection) -> int:

@@ -40,6 +40,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from narratoria.runtime.sentences import sentences
+
 Kind = Literal["npc", "faction", "thing"]  # a thing (a place, an item) is never a target
 PERCEPTION = "npc-perception"
 REPUTATION = "reputation"
@@ -904,7 +906,7 @@ def _group_start(words: list[str], i: int, taken: set[int]) -> int | None:
 
 def _statements(text: str) -> str:
     """``text`` without its questions: asking is not doing."""
-    return " ".join(s for s in re.split(r"(?<=[.!?])\s+", text) if not s.rstrip().endswith("?"))
+    return " ".join(s for s in sentences(text) if not s.endswith("?"))
 
 
 def _clauses(text: str) -> list[str]:

@@ -1,4 +1,4 @@
-"""Narration (§7.1 step "narration"): the turn's prose, streamed as it is generated.
+"""Narration (docs/scene.md, "Narration"): the turn's prose, streamed as it is generated.
 
 It shares the planner's model and lock: pass the :class:`~.model.ModelPlanner`
 (or call ``planner.narrate(context)``). A bare ``llama_cpp.Llama`` also works, with
@@ -20,7 +20,6 @@ outside quotes, no 4-gram of the previous turn, no prompt markup.
 from __future__ import annotations
 
 import json
-import re
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import nullcontext
@@ -28,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ContextManager
 
 from narratoria.runtime.planner.model import ModelPlanner
+from narratoria.runtime.sentences import sentence_starts
 
 if TYPE_CHECKING:
     from llama_cpp import Llama
@@ -49,7 +49,7 @@ PARAGRAPH_SENTENCES, PARAGRAPH_WORDS, MAX_PARAGRAPHS = 2, 30, 3
 SCENE_BUDGET = 250
 # Story mode's continuation after the lead, in tokens: (soft, hard) as above, by style.
 STORY_TOKENS = {"": (70, 120), "terse": (40, 80), "vivid": (80, 130), "poetic": (80, 130)}
-# The storyteller's styles (§4.1.1), told to the model after the action: the system
+# The storyteller's styles, told to the model after the action: the system
 # prompt stays the same, so its KV state is shared across styles.
 NARRATION_STYLES = {"": "", "terse": "terse: short, plain sentences, no adjectives to spare.",
                     "vivid": "vivid: concrete sights, sounds and smells.",
@@ -82,9 +82,10 @@ class NarrationContext:
     style: str = ""                                  # "", terse, vivid, poetic (NARRATION_STYLES)
     # The campaign's asks for this scene: plot beats due now, stats' prompts that apply.
     guidance: Sequence[str] = ()
-    # The engine's decisions (runtime/turn/scene.py, issue 20): ``lead`` is the narration's
-    # first sentence(s), the engine's — a risky action's outcome and cost, a plot beat
-    # told — which the narration begins with verbatim and the model continues ("": none);
+    # The engine's decisions (runtime/turn/scene.py; docs/scene.md, "The engine decides"):
+    # ``lead`` is the narration's first sentence(s), the engine's — a risky action's
+    # outcome and cost, a plot beat told — which the narration begins with verbatim and
+    # the model continues ("": none);
     # ``outcome`` is that check's (success | partial | failure, "" without one);
     # ``names`` the canonical names of the present NPCs, the place and the items;
     # ``rating`` the campaign's content rating; ``forbid_new_names`` whether the campaign
@@ -99,7 +100,7 @@ class NarrationContext:
 def narration_messages(context: NarrationContext) -> list[dict[str, str]]:
     parts: list[str] = []
     if context.facts.strip():
-        # Grounding (§6.2.10): the campaign's words win over invention.
+        # Grounding: the campaign's words win over invention.
         parts.append(f"{FACTS_HEADING}\n{context.facts.strip()}")
     if context.guidance:
         parts.append("Campaign guidance: " + _clip(" ".join(context.guidance)))
@@ -192,7 +193,7 @@ def _constraints(planner: ModelPlanner, previous: str) -> Any:
 
 
 def paragraphed(pieces: Iterator[str]) -> Iterator[str]:
-    """``pieces`` laid out in at most three paragraphs (§4.1.1: 2-3 paragraphs).
+    """``pieces`` laid out in at most three paragraphs (2-3 is the aim).
 
     The 135M model mostly writes one block, or breaks after every sentence. Here a
     paragraph ends at a sentence end once it holds PARAGRAPH_SENTENCES sentences and
@@ -255,5 +256,5 @@ def _tail(text: str, budget: int = SCENE_BUDGET) -> str:
     if len(text) <= budget:
         return text
     cut = text[-budget:]
-    starts = [m.end() for m in re.finditer(r"[.!?…][\"']?\s+", cut)]
+    starts = sentence_starts(cut)
     return cut[starts[0]:] if starts and starts[0] < len(cut) else "…" + cut.lstrip()

@@ -1,4 +1,5 @@
-"""Scorers for one turn's narration and choices (issue 20, the narration eval).
+"""Scorers for one turn's narration and choices: the narration eval's
+(docs/scene.md, "Narration eval").
 
 Each scorer is a pure function of text (and of what the campaign says: its entities,
 its content rating), so the eval, a test and the narrator's best-of-N all judge a
@@ -41,6 +42,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from narratoria.runtime.sentences import sentences
+
 OFF_TOPIC_SIMILARITY = 0.30
 OFF_TOPIC_SHARED_WORDS = 1       # at most this many shared content words and ...
 NEAR_MISS_RATIO = 0.75           # difflib ratio of a misspelt name to the real one
@@ -51,7 +54,6 @@ REPEAT_RATIO = 0.85              # word-sequence similarity of a repeated senten
 EXCERPT_CHARS = 160
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
-_SENTENCE = re.compile(r"[^.!?…\n]+(?:[.!?…]+[\"'”’]?|$)")
 
 
 def _words(text: str) -> list[str]:
@@ -488,10 +490,6 @@ def relevance(action: str, reply: str, similarity: float) -> Relevance:
 
 # -- repetition ------------------------------------------------------------------------------
 
-def sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENTENCE.findall(text) if s.strip()]
-
-
 def _norm_words(sentence: str) -> list[str]:
     return [w.lower() for w in _words(sentence.replace("’", "'"))]
 
@@ -802,4 +800,4 @@ __all__ = ["DiceCheck", "Entity", "EntityLexicon", "Hit", "Mention", "OFF_TOPIC_
            "broken_choices", "choice_problems", "content_words", "dice_consistency",
            "entity_recall", "excerpt", "meta_talk", "misspelt_names", "narrator_first_person",
            "outside_quotes", "rating_level", "relevance", "repeated_sentences", "score_turn",
-           "sentences", "speaks_for_player", "unsafe"]
+           "speaks_for_player", "unsafe"]

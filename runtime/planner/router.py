@@ -1,4 +1,4 @@
-"""The skill router: which skills a turn needs, by embedding similarity (§5.2).
+"""The skill router: which skills a turn needs, by embedding similarity.
 
 A 135M model picks the wrong skill as often as the right one (it rolls dice to
 "look around"), while an embedding model separates "I pick the lock" from "I look
@@ -41,6 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from narratoria.runtime.embedding import EmbeddingBackend
+from narratoria.runtime.sentences import sentences
 from narratoria.runtime.skills.discovery import Skill, SkillScript
 
 # Player inputs that need no skill: moving the story by narration alone.
@@ -350,9 +351,6 @@ def sigmoid(z: np.ndarray | float) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-np.clip(z, -50, 50)))
 
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-
-
 def _sentences(text: str) -> list[str]:
     # Descriptions run "Does X. Use it for Y, for Z." — each sentence is one intent.
-    return [s.strip() for s in _SENTENCE_END.split(" ".join(text.split())) if len(s.strip()) > 3]
+    return [s for s in sentences(" ".join(text.split())) if len(s) > 3]

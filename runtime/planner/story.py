@@ -1,4 +1,4 @@
-"""Story mode (issue 20 item 4): the turn told as prose for the model to continue.
+"""Story mode (docs/scene.md, "Narration"): the turn told as prose for the model to continue.
 
 SmolLM2-135M, asked in chat form ("You are the narrator… Player action: …"), often
 answers about the request ("You are a player…"); given the scene as prose and the
@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from narratoria.runtime.planner.narration_scores import meta_talk, unsafe
+from narratoria.runtime.sentences import sentence_ends, sentence_starts, sentences
 from narratoria.runtime.turn.second_person import you_form
 
 if TYPE_CHECKING:
@@ -210,7 +211,7 @@ def _facts_prose(facts: str) -> str:
         if open_value:
             kept.append(value)
     text = " ".join(v.strip("'\"").replace("''", "'") for v in kept)
-    return " ".join(s for s in re.split(r"(?<=[.!?])\s+", text) if s and not _DIRECTION.search(s))
+    return " ".join(s for s in sentences(text) if not _DIRECTION.search(s))
 
 
 def _prose(text: Any) -> str:
@@ -230,7 +231,7 @@ def _prose(text: Any) -> str:
     joined = _PLAYER.sub(lambda m: "your" if m.group(0).lower().endswith(("'s", "’s")) else "you",
                          joined)
     joined = _AGREE.sub(lambda m: m.group(1) + _AGREEING[m.group(2).lower()], joined)
-    kept = [s for s in re.split(r"(?<=[.!?])\s+", joined) if s and not _DIRECTION.search(s)]
+    kept = [s for s in sentences(joined) if not _DIRECTION.search(s)]
     return " ".join(_capital(s) for s in kept)
 
 
@@ -255,7 +256,7 @@ def _clip(text: str, budget: int = PART_BUDGET) -> str:
     if len(text) <= budget:
         return text
     cut = text[:budget]
-    ends = [m.end() for m in re.finditer(r"[.!?…][\"'”’]?(?=\s)", cut)]
+    ends = sentence_ends(cut)
     return cut[:ends[-1]] if ends else cut.rsplit(" ", 1)[0] + "…"
 
 
@@ -265,7 +266,7 @@ def _tail(text: str, budget: int = TAIL_BUDGET) -> str:
     if len(text) <= budget:
         return text
     cut = text[-budget:]
-    starts = [m.end() for m in re.finditer(r"[.!?…][\"'”’]?\s+", cut)]
+    starts = sentence_starts(cut)
     return cut[starts[0]:] if starts and starts[0] < len(cut) else cut.split(" ", 1)[-1]
 
 

@@ -195,8 +195,7 @@ class Storyline:
         """What ``npc`` knows at ``moment_id`` in the session's take (its own store only)."""
         assert session.take_id is not None
         known = self.engine.query_state(npc.character_id, moment_id, session.take_id, query_text=query,
-                                        fact_limit=FACT_LIMIT, memory_limit=MEMORY_LIMIT,
-                                        include_corpus=False)
+                                        fact_limit=FACT_LIMIT, memory_limit=MEMORY_LIMIT)
         return view_of(npc, known)
 
     def save_turn(self, session_id: str, state: SessionState, narration: str, choices: list[str],

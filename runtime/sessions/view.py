@@ -1,24 +1,24 @@
 """What a graphical front-end draws for one session, as one document (``GetSessionView``).
 
 A pure function of the session's state tree, the campaign's stat and item
-definitions, its cast and its icon index (§6.2.13, ``campaign/icons.py``):
+definitions, its cast and its icon index (docs/campaigns.md, "Icons"; ``campaign/icons.py``):
 no I/O, so the page's whole picture is testable in milliseconds.
 
 Two rules shape it:
 
-- **hidden stats never reach a front-end** (§6.2.8): a hidden stat's value is
+- **hidden stats never reach a front-end**: a hidden stat's value is
   removed from the state tree, it is left out of the stat list and of the icons,
   and an NPC relationship is never read from one. The beat tracker
   (``plot.beats``) goes too: it is the engine's bookkeeping and names the plot's
   beats ahead of the player.
-- **missing or invalid values are null** (§2.6.5): a stat whose value is not a
-  finite number, an item quantity that is not one, is passed as ``None`` so the
-  page shows "—" instead of a made-up number.
+- **missing or invalid values are null** (docs/state.md, "Missing or invalid values"):
+  a stat whose value is not a finite number, an item quantity that is not one, is
+  passed as ``None`` so the page shows "—" instead of a made-up number.
 
-:class:`HiddenStats` is the same rule for every other front-end answer (issue 20
-item 8): the daemon passes GetState, the Turn stream's events and the session's
-stat ranges through it, so no client (terminal, web page, a raw gRPC stub) ever
-receives a hidden stat, its value or its range. It removes a hidden stat wherever
+:class:`HiddenStats` is the same rule for every other front-end answer: the daemon
+passes GetState, the Turn stream's events and the session's stat ranges through it,
+so no client (terminal, web page, a raw gRPC stub) ever receives a hidden stat, its
+value or its range. It removes a hidden stat wherever
 it sits in a JSON document: at its state path from any object (a state tree, a
 patch, a plan input), as a dotted key, and under its id when no visible stat
 shares that id; a string naming its path (or an id written as one, with an
@@ -39,6 +39,7 @@ from typing import Any
 from narratoria.runtime.campaign.icons import IconIndex
 from narratoria.runtime.campaign.items import ItemCatalog
 from narratoria.runtime.campaign.stats import StatDefinition, StatRegistry
+from narratoria.runtime.sentences import first_sentence
 
 __all__ = ["CAMPAIGN_PREFIX", "DATA_PREFIX", "HIDDEN_WORD", "HiddenStats", "number_or_none",
            "session_view", "visible_state"]
@@ -48,8 +49,7 @@ DATA_PREFIX = "data/"           # asset paths in the playthrough's data folder
 PORTRAIT_FOLDER = "art/characters"
 PORTRAIT_FORMATS = frozenset({"png", "jpg", "jpeg", "webp", "gif", "svg"})
 INTERNAL_PATHS = (("plot", "beats"),)
-PERCEPTION_RANGE = (-100.0, 100.0)  # npcs.<id>.perception (§2.6.2)
-_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+PERCEPTION_RANGE = (-100.0, 100.0)  # npcs.<id>.perception (docs/state.md, "Conventional paths")
 HIDDEN_WORD = "(hidden)"  # what a string that named a hidden stat says instead
 
 
@@ -81,11 +81,6 @@ def _delete(tree: dict[str, Any], parts: Iterable[str], copy_parents: bool = Fal
         node = child
     if isinstance(node, dict):
         node.pop(leaf, None)
-
-
-def _first_sentence(text: str) -> str:
-    text = (text or "").strip()
-    return _SENTENCE.split(text, 1)[0] if text else ""
 
 
 def visible_state(state: Mapping[str, Any], stats: StatRegistry | None) -> dict[str, Any]:
@@ -190,7 +185,7 @@ def _asset(path: str) -> str:
 def _stat_doc(stat: StatDefinition, value: Any, icon: str) -> dict[str, Any]:
     return {"path": stat.path, "id": stat.id, "name": stat.name, "category": stat.category,
             "display": stat.display, "min": stat.min, "max": stat.max,
-            "description": _first_sentence(stat.behavioral_prompt),
+            "description": first_sentence(stat.behavioral_prompt or ""),
             "npc": stat.npc, "value": number_or_none(value), "icon": icon}
 
 
@@ -215,7 +210,7 @@ def _inventory(state: Mapping[str, Any], items: ItemCatalog | None,
                                          item_id.replace("_", " ").title())
         kind = entry_map.get("type") or (definition.type if definition else "")
         description = entry_map.get("description") or (
-            (definition.description or _first_sentence(definition.behavioral_prompt))
+            (definition.description or first_sentence(definition.behavioral_prompt or ""))
             if definition else "")
         typed = {**({"type": definition.type} if definition and definition.type else {}),
                  **entry_map}

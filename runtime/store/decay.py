@@ -1,4 +1,4 @@
-"""Decay of reputation and perception toward neutral, computed when read (FR-141, SC-029).
+"""Decay of reputation and perception toward neutral, computed when read (docs/store.md, "Decay").
 
 Stored scores are never rewritten by decay: a read computes the decayed value
 from the stored score and the time since it was last set. That keeps reads

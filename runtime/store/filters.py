@@ -1,4 +1,4 @@
-"""Query filters (FR-134, FR-138) and the one place they become SQL.
+"""Query filters (docs/store.md, "Filters") and the one place they become SQL.
 
 ``scoped_where`` is the only function that writes a WHERE clause, and it always
 starts with ``playthrough_id = ?``: no query, update, delete or retention run can
@@ -6,7 +6,7 @@ leave its playthrough. The playthrough is not a filter field at all — it comes
 from the scope the caller went through (``store.playthrough(id)``).
 
 A filter that does not apply to the data type is refused, never ignored: a
-silently dropped ``location`` filter would return out-of-scope rows (SC-032).
+silently dropped ``location`` filter would return out-of-scope rows.
 Column names come from this module's tables, values only ever travel as
 parameters.
 """

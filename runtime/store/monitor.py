@@ -1,8 +1,8 @@
-"""Query monitoring (FR-144): latency, result count and scope of every operation.
+"""Query monitoring (docs/store.md, "Monitoring"): latency, result count and scope of every operation.
 
 Each operation is kept in a bounded ring (the newest ``capacity``) for a status
 page or a test to read, and logged: DEBUG normally, WARNING when a query took
-longer than ``slow_ms`` (the spec's 200 ms budget, FR-142). Latency is what the caller
+longer than ``slow_ms`` (a 200 ms budget). Latency is what the caller
 waited, embedding of the query text included; ``embed_ms`` says how much of it
 was the embedder.
 """
@@ -20,7 +20,7 @@ from typing import Any, Iterator
 
 log = logging.getLogger("narratoria.store")
 
-# The operations FR-142's latency budget is about; a bulk write may take longer.
+# The operations the 200 ms latency budget is about; a bulk write may take longer.
 QUERY_OPERATIONS = frozenset({"semantic_search", "exact_match", "get"})
 
 

@@ -1,4 +1,4 @@
-"""The six kinds of record the persistence layer stores (architecture §6.1.1).
+"""The six kinds of record the persistence layer stores (docs/store.md, "Records").
 
 Records are msgspec structs: Python code builds them with snake_case keywords,
 and their wire form (JSON from a skill, via the daemon's Store service) uses the
@@ -155,7 +155,7 @@ class LoreChunk(Record):
     entity_ids: list[str] = []
     tags: list[str] = []
     ingested_at: datetime | None = None  # the store's clock when absent
-    # Where the chunk came from (architecture §6.2.15 phase 6); None: not recorded
+    # Where the chunk came from (ingestion's provenance step, docs/campaigns.md, "Provenance"); None: not recorded
     # (chunks stored before these fields existed, or by a writer that does not know).
     chunk_method: ChunkMethod | None = None
     source_line: int | None = None  # 1-based line of the file where the chunk starts

@@ -1,4 +1,4 @@
-"""Retention policies (FR-140): drop what a policy names, within one playthrough, nothing else.
+"""Retention policies (docs/store.md, "Retention"): drop what a policy names, within one playthrough, nothing else.
 
 A policy names one data type and any of three limits, each applied per
 playthrough:

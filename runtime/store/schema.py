@@ -12,7 +12,7 @@ component ``persistence`` (``db.migrate``). Choices, and why:
   authoritative copy: search scores every row the filters leave, exactly (vss's
   HNSW post-filters, which can drop in-scope rows, and its on-disk persistence is
   experimental). Every vector row records ``embedding_model`` and
-  ``embedding_version`` (architecture §9.4), and an ``embedding_seq`` that
+  ``embedding_version`` (docs/store.md, "Embeddings"), and an ``embedding_seq`` that
   identifies that one vector (see ``vector_cache.py``).
 - Migration DDL is written out, not generated from the record types, so a
   migration never changes after it has shipped. ``TableSpec`` maps records onto
@@ -175,7 +175,7 @@ _LORE_V1_COLUMNS = (
 
 
 def _lore_chunk_origin_v2(con: duckdb.DuckDBPyConnection) -> None:
-    """Where each lore chunk came from (architecture §6.2.15 phase 6): five nullable columns.
+    """Where each lore chunk came from (docs/campaigns.md, "Provenance"): five nullable columns.
 
     The table is rebuilt (new table, rows copied, old one dropped, new one
     renamed), not ``ALTER TABLE ... ADD COLUMN``: DuckDB 1.5 cannot replay that

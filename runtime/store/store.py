@@ -1,4 +1,4 @@
-"""The persistence layer skills use (skill-state-persistence.md, architecture §6.1).
+"""The persistence layer skills use (docs/store.md).
 
 ``PersistenceStore`` owns the tables, the embedder, the write lock and the query
 monitor, and has no record methods of its own: every read and write goes through
@@ -6,7 +6,7 @@ monitor, and has no record methods of its own: every read and write goes through
 ``filters.scoped_where`` and always binds ``playthrough_id = ?``. Forgetting the
 playthrough is therefore not expressible.
 
-Concurrency (FR-143, SC-031). A DuckDB connection is not thread-safe, so:
+Concurrency (docs/store.md, "Durability and concurrency"). A DuckDB connection is not thread-safe, so:
 
 - writes go through one writer cursor under a lock, one transaction per call
   (``store_many`` included: the whole batch or nothing). Writers queue behind
@@ -21,7 +21,7 @@ Search scores vectors in NumPy, from an exact in-memory copy that every query
 checks against the database (``vector_cache.py``): ~1.5 ms for 10,000 vectors
 where DuckDB's array_cosine_similarity takes 12-25 ms.
 
-Durability (FR-139). A call returns after its transaction committed, and a
+Durability. A call returns after its transaction committed, and a
 commit is in DuckDB's write-ahead log, so a process killed right after a call
 returned loses nothing; reopening replays the log.
 """
@@ -43,7 +43,7 @@ import duckdb
 import msgspec
 import numpy as np
 
-from narratoria.runtime.db import connect, migrate
+from narratoria.runtime.db import connect, migrate, transaction
 from narratoria.runtime.embedding import EmbeddingBackend
 from narratoria.runtime.store.decay import DecayPolicy, decayed
 from narratoria.runtime.store.filters import Filters, given, scoped_where, to_filters
@@ -255,14 +255,8 @@ class PersistenceStore:
         with self._write_lock:
             if self._closed:
                 raise StoreError("the persistence store is closed")
-            cursor = self._writer
-            cursor.execute("BEGIN TRANSACTION")
-            try:
+            with transaction(self._writer) as cursor:
                 yield cursor
-            except BaseException:
-                cursor.execute("ROLLBACK")
-                raise
-            cursor.execute("COMMIT")
 
     def _embed(self, texts: list[str], pace: Pace | None = None) -> np.ndarray:
         """Vectors of ``texts``: embedder calls of ``embed_batch_size`` texts, or of
@@ -295,7 +289,7 @@ class PersistenceStore:
 
 
 class Playthrough:
-    """The store's query interface (FR-133..FR-138), bound to one playthrough."""
+    """The store's query interface (docs/store.md, "Search"), bound to one playthrough."""
 
     def __init__(self, store: PersistenceStore, playthrough_id: str) -> None:
         if not isinstance(playthrough_id, str) or not playthrough_id.strip():

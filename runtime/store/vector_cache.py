@@ -13,49 +13,30 @@ and are dropped when the copy is rebuilt. The database stays the only source of
 truth, and the scoring stays exact cosine similarity over every in-scope row.
 
 Copies are per (table, playthrough, model), least recently used first out once
-they hold more than ``max_rows`` vectors together.
+they hold more than ``max_rows`` vectors together. Each copy is a ``VectorRows``
+(``narratoria.runtime.vector_rows``, the narrative engine's cache too) keyed by seq.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
 
 import duckdb
 import numpy as np
 
 from narratoria.runtime.store.filters import scoped_where
 from narratoria.runtime.store.schema import TableSpec
+from narratoria.runtime.vector_rows import VectorRows, unit
 
 Key = tuple[str, str, str]  # table, playthrough, embedding model
-
-
-@dataclass(frozen=True)
-class _Copy:
-    seqs: np.ndarray  # int64, ascending, unique
-    unit: np.ndarray  # float32 (len(seqs), dim): each stored vector scaled to unit length
-
-
-def _locate(seqs: np.ndarray, live: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Row of each live seq in the sorted ``seqs``, and whether it is there at all."""
-    if not len(seqs):
-        return np.zeros(len(live), dtype=np.int64), np.zeros(len(live), dtype=bool)
-    rows = np.searchsorted(seqs, live).clip(max=len(seqs) - 1)
-    return rows, seqs[rows] == live
-
-
-def _unit(vectors: np.ndarray) -> np.ndarray:
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0  # a zero vector scores 0 against everything
-    return (vectors / norms).astype(np.float32, copy=False)
 
 
 class VectorCache:
     def __init__(self, dimensions: int, max_rows: int = 100_000) -> None:
         self._dimensions = dimensions
         self._max_rows = max_rows
-        self._copies: OrderedDict[Key, _Copy] = OrderedDict()
+        self._copies: OrderedDict[Key, VectorRows] = OrderedDict()
         self._lock = threading.Lock()
 
     def similarities(self, cur: duckdb.DuckDBPyConnection, spec: TableSpec, playthrough_id: str,
@@ -71,38 +52,25 @@ class VectorCache:
             if copy is not None:
                 self._copies.move_to_end(key)
         if copy is None:
-            copy = _Copy(np.zeros(0, dtype=np.int64), np.zeros((0, self._dimensions), dtype=np.float32))
-        rows, found = _locate(copy.seqs, live)
-        if not found.all():
-            copy = self._extend(cur, spec, key, copy, live[~found])
-            rows, found = _locate(copy.seqs, live)
-        q = np.asarray(query, dtype=np.float32)
-        q = q / (np.linalg.norm(q) or 1.0)
-        # einsum, not ``@``: BLAS's gemv spreads over threads that spin when another
-        # process holds a core (1 ms quiet, 8 ms contended, at 10,000 x 384); einsum's
-        # single-threaded loop takes ~1.5 ms either way.
-        if 2 * len(live) >= len(copy.seqs):
-            scores = np.einsum("ij,j->i", copy.unit, q)[rows]  # one pass beats gathering most rows
-        else:
-            scores = np.einsum("ij,j->i", copy.unit[rows], q)
-        return np.where(found, scores, -np.inf)
+            copy = VectorRows(self._dimensions)
+        located = copy.locate(live)
+        if not located.complete:
+            copy = self._extend(cur, spec, key, copy, np.asarray(live)[~located.found])
+            located = copy.locate(live)
+        return located.similarities(unit(np.asarray(query)[None, :])[0])
 
-    def _extend(self, cur: duckdb.DuckDBPyConnection, spec: TableSpec, key: Key, copy: _Copy,
-                missing: np.ndarray) -> _Copy:
+    def _extend(self, cur: duckdb.DuckDBPyConnection, spec: TableSpec, key: Key, copy: VectorRows,
+                missing: np.ndarray) -> VectorRows:
         """``copy`` plus the vectors of the ``missing`` seqs (and any newer ones), or a rebuild."""
         _, playthrough_id, model = key
         # New rows draw the newest seqs, so fetching from the smallest missing one
         # usually reads just the rows written since the copy was last extended.
         seqs, vectors = self._fetch(cur, spec, playthrough_id, model, int(missing.min()))
-        if len(copy.seqs) + len(seqs) > 2 * self._count(cur, spec, playthrough_id, model) + 1024:
+        if len(copy) + len(seqs) > 2 * self._count(cur, spec, playthrough_id, model) + 1024:
             # Mostly dead rows (deleted or re-embedded): start over from the live ones.
             seqs, vectors = self._fetch(cur, spec, playthrough_id, model, None)
-            copy = _Copy(seqs, _unit(vectors))
-        else:
-            keep = ~np.isin(copy.seqs, seqs, assume_unique=True)
-            merged = np.concatenate([copy.seqs[keep], seqs])
-            order = np.argsort(merged, kind="stable")
-            copy = _Copy(merged[order], np.concatenate([copy.unit[keep], _unit(vectors)])[order])
+            copy = VectorRows(self._dimensions)
+        copy.add(seqs.tolist(), vectors)
         with self._lock:
             self._copies[key] = copy
             self._copies.move_to_end(key)
@@ -130,10 +98,10 @@ class VectorCache:
 
     def _evict(self) -> None:
         """Drop least recently used copies beyond ``max_rows`` (never the newest one)."""
-        total = sum(len(c.seqs) for c in self._copies.values())
+        total = sum(len(c) for c in self._copies.values())
         while total > self._max_rows and len(self._copies) > 1:
             _, dropped = self._copies.popitem(last=False)
-            total -= len(dropped.seqs)
+            total -= len(dropped)
 
     def clear(self) -> None:
         with self._lock:

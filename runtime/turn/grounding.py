@@ -1,4 +1,4 @@
-"""Grounding (architecture §6.2.10): campaign facts first, and a record of what was made up.
+"""Grounding (docs/scene.md, "Grounding"): campaign facts first, and a record of what was made up.
 
 Provided campaign content takes precedence over generation. For each scene the
 campaign's lore chunks nearest the player's input are retrieved (:func:`lore_scope`
@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from narratoria.runtime.planner.context import AssembledContext, Fragment, assemble
+from narratoria.runtime.sentences import sentences
 
 LORE_LIMIT = 6           # chunks retrieved per scene
 FACTS_BUDGET_TOKENS = 160  # what the narrator is given of them
@@ -28,7 +29,6 @@ MIN_TERM_LENGTH = 4
 GENERATED_PREVIEW = 60   # characters of a generated sentence quoted in its log line
 
 _WORD = re.compile(r"[a-z][a-z'-]+")
-_SENTENCE = re.compile(r"[^.!?…]+[.!?…]*[\"']?")
 _YAML_KEY = re.compile(r"^\s*[\w-]+\s*:", re.MULTILINE)
 _COMMON = {
     "that", "this", "with", "from", "have", "were", "they", "their", "there", "which",
@@ -83,7 +83,8 @@ def report(narration: str, facts: Sequence[Fragment]) -> GroundingReport:
         else:
             unused.append(fact)
     known = {t for fact in facts for t in _terms(_prose_of(fact.text))}
-    generated = [s for s in _sentences(narration) if _terms(s) and not set(_terms(s)) & known]
+    generated = [s for s in sentences(" ".join(narration.split()))
+                 if _terms(s) and not set(_terms(s)) & known]
     return GroundingReport(used, unused, generated)
 
 
@@ -95,10 +96,6 @@ def _terms(text: str) -> list[str]:
 def _prose_of(text: str) -> str:
     """A frontmatter chunk's values without its keys ("name: Gareth" says "Gareth")."""
     return _YAML_KEY.sub(" ", text)
-
-
-def _sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENTENCE.findall(" ".join(text.split())) if s.strip()]
 
 
 def _label(fact: Fragment, shared: list[str]) -> str:

@@ -1,4 +1,4 @@
-"""What a scene holds for the player's next move, read from the campaign (issue 20 item 5).
+"""What a scene holds for the player's next move, read from the campaign.
 
 The menu after a turn names things the world has, not words the narration happened
 to use: the people present, the place with its exits and features, the items the
@@ -29,8 +29,8 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from narratoria.runtime.campaign.beat_tracker import BeatTracker
@@ -240,7 +240,8 @@ def opening_text(world: CampaignWorld, state: Mapping[str, Any]) -> str:
     where a campaign's setting says what is happening now. Sentences that talk about
     the story rather than tell it ("The story begins...") are left out. "" when the
     campaign has none of these."""
-    from narratoria.runtime.planner.narration_scores import meta_talk, sentences  # noqa: PLC0415
+    from narratoria.runtime.planner.narration_scores import meta_talk  # noqa: PLC0415
+    from narratoria.runtime.sentences import sentences
 
     if world.opening:
         return world.opening

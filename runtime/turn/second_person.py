@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import re
 
+from narratoria.runtime.sentences import ends_sentence, first_sentence
+
 MAX_PHRASE = 160  # characters of an action kept in a sentence: a line, not a page
 
 # Words a line starts with that are not an imperative verb ("The wall is high").
@@ -161,8 +163,8 @@ def beat_sentence(description: str) -> str | None:
     text = " ".join(description.split())
     if not text:
         return None
-    first = re.match(r".+?[.!?](?=\s|$)", text)
-    text = first.group(0) if first else text + "."
+    text = first_sentence(text)
+    text = text if ends_sentence(text) else text + "."
     if len(text) > MAX_PHRASE * 2 or re.search(r"\bplayer[- ]characters?\b", text, re.IGNORECASE):
         return None  # "the player characters": a party, not the one "you"
     text = re.sub(r"\b([Tt])he player['’]s\b", lambda m: "Your" if m.group(1) == "T" else "your",

@@ -1,4 +1,4 @@
-"""Issue 19 item 12: one narrative state engine per database file.
+"""One narrative state engine per database file.
 
 A second engine on a file this process already has open would replay the first's
 memory journal (rows stored twice) and truncate it under the first (acknowledged rows
@@ -39,7 +39,7 @@ def world(engine: NarrativeStateEngine) -> int:
 
 
 def all_memories(engine: NarrativeStateEngine, take: int) -> list[tuple[int, str]]:
-    state = engine.query_state("a", "m1", take, memory_limit=1_000_000, include_corpus=False)
+    state = engine.query_state("a", "m1", take, memory_limit=1_000_000)
     return sorted((m.id, m.chunk) for m in state.memories)
 
 
