@@ -265,7 +265,8 @@ class NarratoriaClient:
 
     def get_session_view(self, session_id: str) -> pb.SessionView:
         """What a page draws for the session: state without hidden stats, visible stats,
-        icons (§6.2.13), inventory, NPCs, choices (``*_json`` fields hold JSON)."""
+        icons (docs/campaigns.md, "Icons"), inventory, NPCs, choices (``*_json`` fields
+        hold JSON)."""
         return self._call("GetSessionView", pb.SessionRef(session_id=session_id))
 
     def list_assets(self, session_id: str) -> list[pb.AssetInfo]:

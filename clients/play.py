@@ -20,9 +20,10 @@ from typing import Any, Callable, Iterator, Sequence, TextIO
 from narratoria.proto import narratoria_pb2 as pb
 
 from narratoria.clients.client import ClientError, NarratoriaClient, campaign_ref, event_to_dict, message_to_dict
+from narratoria.clients.output import ExitCode, err
 from narratoria.clients.render import TurnRenderer, format_choices, format_session, format_state
 
-__all__ = ["Action", "add_arguments", "auto_action", "cmd_play", "parse_action"]
+__all__ = ["Action", "auto_action", "cmd_play", "parse_action"]
 
 HELP = """\
   a number      pick that choice
@@ -33,7 +34,6 @@ HELP = """\
   /quit         leave (EOF or Ctrl-D too); the session stays, resume it with --session
 """
 FIRST_AUTO_TEXT = "look around"
-DEFAULT_AUTO_TURNS = 3
 # Errors after which the next line may well work; anything else ends the game.
 RECOVERABLE = frozenset({"INVALID_ARGUMENT", "FAILED_PRECONDITION", "RESOURCE_EXHAUSTED"})
 
@@ -134,10 +134,6 @@ class _Screen:
         stream.flush()
 
 
-def _error(exc: ClientError) -> None:
-    print(f"narratoria: {exc}", file=sys.stderr)
-
-
 # -- the game ------------------------------------------------------------------------------
 
 def _open_session(client: NarratoriaClient, args: argparse.Namespace,
@@ -198,19 +194,9 @@ def _next_action_source(args: argparse.Namespace, screen: _Screen
 
 
 def cmd_play(args: argparse.Namespace) -> int:
-    """Run the game loop. Raises ClientError for errors that end it (the CLI reports them)."""
-    if args.turns is not None and args.turns < 1:
-        print("narratoria: --turns must be at least 1", file=sys.stderr)
-        return 2
-    if args.session and (args.campaign or args.title or args.character):
-        print("narratoria: --campaign, --title and --character are for a new session, "
-              "not with --session",
-              file=sys.stderr)
-        return 2
-    if args.script and not Path(args.script).is_file():
-        print(f"narratoria: --script {args.script}: no such file", file=sys.stderr)
-        return 2
-    limit = args.turns if args.turns is not None else (DEFAULT_AUTO_TURNS if args.auto else None)
+    """Run the game loop on arguments ``commands/play.py`` has checked. Raises ClientError
+    for errors that end it (the CLI reports them)."""
+    limit = args.turns  # None: until the input ends
     screen = _Screen(json=args.json)
     with NarratoriaClient() as client:
         session = _open_session(client, args, screen)
@@ -237,12 +223,12 @@ def cmd_play(args: argparse.Namespace) -> int:
                 except ClientError as exc:
                     if args.auto or exc.code not in RECOVERABLE:
                         raise
-                    _error(exc)
+                    err(str(exc))
                     continue
                 except KeyboardInterrupt:
                     print(f"\n(interrupted: the daemon still finishes this turn; "
                           f"`narratoria play --session {session.id}` shows it)", file=sys.stderr)
-                    return 130
+                    return ExitCode.INTERRUPTED
                 if renderer.done is None:
                     raise ClientError("UNKNOWN", "the turn's stream ended before the turn did")
                 played += 1
@@ -251,27 +237,4 @@ def cmd_play(args: argparse.Namespace) -> int:
             client.end_session(session.id)
         ended = "ended" if args.end else f"resume with `narratoria play --session {session.id}`"
         screen.text(f"\nsession {session.id} · {played} turn(s) played · {ended}\n")
-    return 0
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--session", metavar="ID", help="resume this session (default: a new one)")
-    p.add_argument("--campaign", metavar="ID|PATH",
-                   help="the new session's campaign: a built-in or user campaign's id "
-                        "(`narratoria campaigns list`), or a folder or package")
-    p.add_argument("--title", metavar="T", help="the new session's title")
-    p.add_argument("--character", metavar="ID",
-                   help="play as this fresh character (`narratoria characters list`), "
-                        "realised in the --campaign")
-    source = p.add_mutually_exclusive_group()
-    source.add_argument("--auto", action="store_true",
-                        help="no input: always pick choice 1 (\"look around\" while there are "
-                             f"no choices); plays --turns turns, {DEFAULT_AUTO_TURNS} by default")
-    source.add_argument("--script", metavar="FILE",
-                        help="read the player's lines from FILE (# starts a comment line)")
-    p.add_argument("--turns", type=int, metavar="N", help="stop after N turns")
-    p.add_argument("--end", action="store_true", help="end the session when leaving")
-    p.add_argument("-v", "--verbose", action="store_true",
-                   help="also show phases, plans, tool starts and logs")
-    p.add_argument("--json", action="store_true",
-                   help="one JSON object a line: the session, then every turn event")
+    return ExitCode.SUCCESS

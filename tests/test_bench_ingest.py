@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from narratoria.clients.bench_ingest import (
+from narratoria.bench.ingest import (
     TARGETS,
     cold_target_s,
     generate_campaign,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from narratoria.clients.bench_crash import (CrashDaemon, marked_processes, run_crash_bench,
+from narratoria.bench.crash import (CrashDaemon, marked_processes, run_crash_bench,
                                             write_plan, write_skill)
 from narratoria.clients.client import NarratoriaClient
 

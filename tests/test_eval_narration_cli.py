@@ -1,6 +1,6 @@
 """`narratoria eval narration` end to end: a 3-action script played on a real daemon,
 the document's shape, and its numbers computed from the turns the daemon really
-played (issue 20 item 1)."""
+played."""
 
 from __future__ import annotations
 
@@ -134,7 +134,8 @@ def test_an_unknown_campaign_is_refused(tmp_path: Path) -> None:
     script = tmp_path / "ok.jsonl"
     script.write_text('{"text": "I wait"}\n')
     proc = _eval("--campaign", "no_such_campaign", "--script", str(script), timeout=120)
-    assert proc.returncode == 2 and "no campaign with id 'no_such_campaign'" in proc.stderr
+    # not there: FAILED (1), as for every command; a bad argument is BAD_INPUT (2)
+    assert proc.returncode == 1 and "no campaign with id 'no_such_campaign'" in proc.stderr
     proc = _eval("--campaign", "long_ebb", "--script", str(script), "--address", "unix:///x",
                  "--model", "m.gguf", timeout=120)
     assert proc.returncode == 2 and "--model and --seed" in proc.stderr

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import FIXTURE_SKILLS
 from narratoria.clients.client import NarratoriaClient
-from narratoria.clients.loadtest import leaked_processes, run_loadtest
+from narratoria.bench.loadtest import leaked_processes, run_loadtest
 from support.daemon import HASH_EMBEDDER, Daemon
 
 LIMIT = 2

@@ -245,7 +245,8 @@ def test_builtin_skill_config_goes_to_the_per_user_folder(env, tmp_path):
     assert bad.returncode == 2
     assert "randomSource: must be one of crypto, pseudo, got 'dice'" in bad.stderr
     unknown = cli(env, "skills", "config", "no-such-skill")
-    assert unknown.returncode == 2 and "unknown skill 'no-such-skill'" in unknown.stderr
+    # A name that names nothing is FAILED (1), as an unknown campaign or character is.
+    assert unknown.returncode == 1 and "unknown skill 'no-such-skill'" in unknown.stderr
 
 
 def scripts_offered(registry: SkillRegistry) -> set[str]:
@@ -279,7 +280,7 @@ def test_disable_and_enable_persist_and_reach_a_running_registry(env, skills, tm
     assert json.loads(settings.read_text()) == {"disabled": [], "enabled": ["storyteller"]}
     assert scripts_offered(registry) == {"dice-roller/roll-dice", "storyteller/narrate"}
     missing = cli(env, "skills", "disable", "nope")
-    assert missing.returncode == 2 and "unknown skill 'nope'" in missing.stderr
+    assert missing.returncode == 1 and "unknown skill 'nope'" in missing.stderr
 
 
 def test_a_skill_that_ships_off_is_offered_only_once_enabled(env, skills, tmp_path):
@@ -302,9 +303,9 @@ def test_a_skill_that_ships_off_is_offered_only_once_enabled(env, skills, tmp_pa
 def test_the_daemon_supervisor_does_not_offer_a_disabled_skill(env, skills, tmp_path):
     from narratoria.actors.supervisor import SkillSupervisorActor
 
-    # The actor's own class, without Ray: `available` is what the coordinator plans with.
-    supervisor = SkillSupervisorActor.__ray_metadata__.modified_class(
-        [str(tmp_path / "builtin"), str(skills)], 2, "unix:///nowhere")
+    # A plain class (Ray wraps it in daemon.py): `available` is what the coordinator plans with.
+    supervisor = SkillSupervisorActor([str(tmp_path / "builtin"), str(skills)], 2,
+                                      "unix:///nowhere")
     assert "dice-roller/roll-dice" in {s.ref for s in supervisor.available()}
     assert cli(env, "skills", "disable", "dice-roller").returncode == 0
     assert {s.ref for s in supervisor.available()} == {"storyteller/narrate"}

@@ -1,4 +1,4 @@
-"""The web gateway (issue 9): a small Starlette app that is one gRPC client of the daemon.
+"""The web gateway: a small Starlette app that is one gRPC client of the daemon.
 
 It serves the page (``static/``), answers a JSON API under ``/api/`` by calling the
 daemon's RPCs through :class:`NarratoriaClient`, and streams a turn's events to the
@@ -7,8 +7,8 @@ state and reads no game files: assets come from the daemon's ``GetAsset`` (which
 refuses paths outside the session's campaign and data folders), settings and
 characters are saved by the daemon.
 
-Access (issue 19, item 7), on every address, loopback included, checked by
-:class:`_Guard` before any route runs, in this order:
+Access: no other web page the user visits may use the gateway. Checked on every
+address, loopback included, by :class:`_Guard` before any route runs, in this order:
 
 1. ``Host`` must name this gateway (:class:`Access`): its listen host, ``localhost``,
    ``127.0.0.1``, ``[::1]`` or a name the user allowed (``--allow-host``); on a wildcard

@@ -2,7 +2,7 @@
 
 A Python skill script started by exec pays for the interpreter and its imports on
 every invocation: ~25 ms for the interpreter, ~70 ms more for grpc and the Store
-stubs, which is most of SC-008's 100 ms for a reputation query. The zygote is one
+stubs, which is most of the 100 ms a reputation query may take. The zygote is one
 long-lived interpreter that has imported those modules once; each invocation is a
 ``fork()`` of it that runs the script with ``runpy``, as ``python3 SCRIPT`` would. A
 script that does not run with this Python is ``execve``'d by the same child once it has
@@ -72,9 +72,9 @@ from narratoria.runtime.skillrun import sandbox
 from narratoria.runtime.skillrun.containment import Containment, default_containment
 from narratoria.runtime.skillrun.limits import apply_resource_limits
 
-# What the built-in skills import at start (clients/skillkit.py and the Store stubs).
+# What the built-in skills import at start (skillkit.py and the Store stubs).
 PRELOAD = ("json", "grpc", "narratoria.proto.narratoria_pb2",
-           "narratoria.proto.narratoria_pb2_grpc", "narratoria.clients.skillkit")
+           "narratoria.proto.narratoria_pb2_grpc", "narratoria.skillkit")
 READY = b"zygote ready\n"
 SERVE_COMMAND = "from narratoria.runtime.skillrun.zygote import serve; serve()"
 ONCE_COMMAND = "from narratoria.runtime.skillrun.zygote import serve_once; serve_once()"

@@ -1,19 +1,18 @@
 """A real daemon for the tests that need one: started on a temporary unix socket with the
-real Ray, model, embedder and DuckDB file (``narratoria serve``), and the helpers that
-drive it through the gRPC API, the client library and the CLI. Tests that start one are
-marked ``daemon`` (``tests/conftest.py``)."""
+real Ray, model, embedder and DuckDB file (``narratoria serve``, started as the benchmarks
+start theirs: ``narratoria.bench.daemon``), and the helpers that drive it through the gRPC
+API, the client library and the CLI. Tests that start one are marked ``daemon``
+(``tests/conftest.py``)."""
 
 from __future__ import annotations
 
-import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
-import threading
 from pathlib import Path
 
+from narratoria.bench.daemon import ServeDaemon
 from narratoria.clients.client import NarratoriaClient
 from narratoria.proto import narratoria_pb2 as pb
 
@@ -27,40 +26,18 @@ START_TIMEOUT_S = 120
 HASH_EMBEDDER = ("--embedding-backend", "hash")
 
 
-class Daemon:
+class Daemon(ServeDaemon):
+    """A daemon in ``folder`` (default: a new one under /tmp), its stderr in stderr.log."""
+
+    log_name = "stderr.log"
+    start_timeout_s = START_TIMEOUT_S
+
     def __init__(self, *extra: str, folder: Path | None = None) -> None:
         # Under /tmp, short: a unix socket path must fit 107 bytes.
-        self.dir = folder or Path(tempfile.mkdtemp(prefix="nd-", dir="/tmp"))
-        self.socket = self.dir / "d.sock"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "narratoria.clients.cli", "serve", "--socket", str(self.socket),
-             "--data-dir", str(self.dir / "data"), "--json", *extra],
-            stdout=subprocess.PIPE, stderr=open(self.dir / "stderr.log", "ab"), text=True,
-            start_new_session=True)
-        self.ready = self._wait_ready()
-
-    def _wait_ready(self) -> dict:
-        line: list[str] = []
-        reader = threading.Thread(target=lambda: line.append(self.proc.stdout.readline()), daemon=True)
-        reader.start()
-        reader.join(START_TIMEOUT_S)
-        if not line or not line[0].strip():
-            self.stop()
-            raise RuntimeError(f"daemon did not start:\n{(self.dir / 'stderr.log').read_text()[-3000:]}")
-        return json.loads(line[0])
+        super().__init__(folder or Path(tempfile.mkdtemp(prefix="nd-", dir="/tmp")), *extra)
 
     def client(self) -> NarratoriaClient:
-        return NarratoriaClient(f"unix://{self.socket}")
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-        return self.proc.returncode
+        return NarratoriaClient(self.address)
 
 
 def play(client: NarratoriaClient, session_id: str, text: str | None = None,

@@ -68,7 +68,8 @@
     return doc;
   }
 
-  // A number, or null for anything missing or not a finite number (§2.6.5).
+  // A number, or null for anything missing or not a finite number
+  // (docs/state.md, "Missing or invalid values").
   function num(value) {
     if (typeof value === "number" && Number.isFinite(value)) return value;
     if (typeof value === "string" && value.trim() !== "" && Number.isFinite(Number(value))) return Number(value);

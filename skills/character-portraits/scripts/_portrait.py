@@ -48,7 +48,7 @@ from typing import Any, Callable, Iterator
 
 sys.dont_write_bytecode = True  # no __pycache__ inside the skill folder
 
-from narratoria.clients import skillkit as kit  # noqa: E402
+from narratoria import skillkit as kit  # noqa: E402
 
 DATA_TYPE = "character_portrait"
 STYLES = ("realistic", "stylized", "anime", "pixel")

@@ -2,7 +2,7 @@
 
 Not a script (the leading underscore keeps discovery from offering it). Everything
 generic (protocol I/O, input checks, config loading, the Store client, the main
-loop) comes from ``narratoria.clients.skillkit``; only perception's own rules live
+loop) comes from ``narratoria.skillkit``; only perception's own rules live
 here. The store's token binds every call to the session's playthrough, so NPC ids
 are per playthrough.
 """
@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any, Iterator
 
-from narratoria.clients import skillkit as kit
+from narratoria import skillkit as kit
 
 DATA_TYPE = "npc_perception"
 FACTION_DATA_TYPE = kit.DATA_TYPE_REPUTATION
@@ -25,7 +25,7 @@ MAX_NOTE_LENGTH = 200
 MAX_EVENT_LENGTH = 64
 RECENT_EVENTS = 5
 
-# Attitude bands and dice modifiers (architecture §4.2.3): neutral is -30..+30
+# Attitude bands and dice modifiers (docs/rules.md, "Perception"): neutral is -30..+30
 # inclusive (no modifier); beyond it the modifier grows one step per tier, the
 # middle boundary being the store's "strong impression" threshold (±50).
 #   score > 70          devoted     +3

@@ -1,4 +1,4 @@
-"""What generate-choices and evaluate-choice share (architecture §4.2.1, §7.3, §7.4).
+"""What generate-choices and evaluate-choice share (docs/rules.md).
 
 Not a script (the leading underscore keeps discovery from offering it).
 
@@ -9,7 +9,7 @@ each kind the context decides whether it is offered and how hard it is:
 
 - the persona (``stats``, ``traits``, ``background``): a relevant stat above 15 or a
   matching trait is +1 and makes the option more likely to be offered; a relevant
-  stat below 8 is -1 (§4.2.1: high Stealth unlocks lockpicking, low Charisma marks
+  stat below 8 is -1 (high Stealth unlocks lockpicking, low Charisma marks
   persuasion unlikely);
 - the NPC's perception, read from the store (``npc_perception``): its dice modifier
   (-3..+3, the npc-perception skill's bands) applies to social rolls with them; above
@@ -20,16 +20,16 @@ each kind the context decides whether it is offered and how hard it is:
   a friendly or allied faction can be called on for aid, a hostile one avoided;
 - the history (``history`` and the NPC's stored events): a betrayal of a faction or
   of the NPC removes asking them for help; a past good deed for the NPC is a memory
-  callback, +1 (§7.4);
+  callback, +1;
 - the scene: a lock, door or gate allows picking or forcing it; guards or a patrol
   allow sneaking past.
 
-Rolls follow the default rules (§7.4): 2d6 + modifiers, 10+ success, 7-9 partial,
+Rolls follow the default rules (docs/rules.md, "Checks"): 2d6 + modifiers, 10+ success, 7-9 partial,
 6 or less failure; the dice-roller input that evaluate-choice suggests adds up to
 the same modifier (the dice-roller applies the NPC's perception itself from npcId).
 
 Shared data is read only through the daemon's Store service with the invocation's
-token (``narratoria.clients.skillkit.Store``). When the store cannot be reached the
+token (``narratoria.skillkit.Store``). When the store cannot be reached the
 NPC and factions count as unknown (neutral), with a ``warn`` log: choices degraded
 to neutral are better than the stock fallback choices.
 """
@@ -41,7 +41,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from narratoria.clients import skillkit as kit
+from narratoria import skillkit as kit
 
 DATA_TYPE_PERCEPTION = "npc_perception"
 
@@ -62,8 +62,8 @@ LABEL_NAME_MAX = 24
 CONTEXT_FIELDS = {"scene", "npcId", "npcName", "faction", "factions", "stats", "traits",
                   "background", "history"}
 
-HIGH_STAT = 15.0  # above: +1, and the options that use it are offered first (§4.2.1: >15)
-LOW_STAT = 8.0    # below: -1 (§4.2.1: Charisma < 8 marks persuasion unlikely)
+HIGH_STAT = 15.0  # above: +1, and the options that use it are offered first
+LOW_STAT = 8.0    # below: -1 (Charisma < 8 marks persuasion unlikely)
 
 STAT_ALIASES = {"str": "strength", "dex": "dexterity", "con": "constitution",
                 "int": "intelligence", "wis": "wisdom", "cha": "charisma",
@@ -108,7 +108,7 @@ def settings(out: kit.Emitter) -> Settings:
         verbosity=kit.config_value(out, config, "consequenceHintVerbosity", verbosity, "brief"))
 
 
-# -- the dice (§7.4) ----------------------------------------------------------------------
+# -- the dice (docs/rules.md, "Checks") -----------------------------------------------------
 
 def chances(modifier: int) -> dict[str, float]:
     """P(success), P(partial), P(failure) of 2d6 + ``modifier``."""
@@ -159,7 +159,7 @@ STANDING_MODIFIER = {"hostile": -2, "unfriendly": -1, "neutral": 0, "friendly": 
 
 
 def attitude(score: float) -> str:
-    """The npc-perception skill's bands (architecture §4.2.3)."""
+    """The npc-perception skill's bands (docs/rules.md, "Perception")."""
     if score > 70:
         return "devoted"
     if score > 30:
@@ -400,7 +400,7 @@ def betrayed_npc(ctx: Context) -> str | None:
 
 
 def good_memory(ctx: Context) -> str | None:
-    """A past good deed for the NPC: a memory callback (+1, §7.4)."""
+    """A past good deed for the NPC: a memory callback (+1)."""
     npc = ctx.npc
     if npc is None:
         return None

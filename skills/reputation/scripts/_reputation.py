@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from narratoria.clients import skillkit as kit
+from narratoria import skillkit as kit
 
 MAX_NAME = 200
 DEFAULT_SCALE = (-100.0, 100.0)

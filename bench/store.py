@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import random
 import statistics
-import sys
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Callable
 
+from narratoria.bench.report import pct, say
 from narratoria.runtime.embedding import (
     EmbeddingSettings,
     HashEmbedding,
@@ -46,14 +46,9 @@ def _sentence(rng: random.Random, n: int = 12) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(n))
 
 
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
-
-
 def _latency(samples_s: list[float]) -> dict[str, float]:
     ms = [s * 1000 for s in samples_s]
-    return {"p50": round(statistics.median(ms), 2), "p95": round(_pct(ms, 0.95), 2),
+    return {"p50": round(statistics.median(ms), 2), "p95": round(pct(ms, 0.95), 2),
             "n": len(ms)}
 
 
@@ -61,11 +56,6 @@ def _timed(fn: Callable[[], Any]) -> float:
     started = time.perf_counter()
     fn()
     return time.perf_counter() - started
-
-
-def _say(progress: bool, text: str) -> None:
-    if progress:
-        print(f"  {text}", file=sys.stderr, flush=True)
 
 
 def bench_engine(folder: Path, memories: int, queries: int, progress: bool) -> dict[str, Any]:
@@ -86,13 +76,12 @@ def bench_engine(folder: Path, memories: int, queries: int, progress: bool) -> d
         engine.embed_memory(rng.choice(characters), text, rng.choice(moments), rng.choice(takes),
                             "perceived")
         if (i + 1) % 2000 == 0:
-            _say(progress, f"engine: {i + 1}/{memories} memories")
+            say(progress, f"engine: {i + 1}/{memories} memories")
     insert_s = time.perf_counter() - started
     samples = []
     for _ in range(queries):
         c, m, t, q = rng.choice(characters), rng.choice(moments), rng.choice(takes), _sentence(rng, 6)
-        samples.append(_timed(lambda: engine.query_state(c, m, t, query_text=q,
-                                                          include_corpus=False)))
+        samples.append(_timed(lambda: engine.query_state(c, m, t, query_text=q)))
     engine.close()
     return {
         "backend": "hash-384",
@@ -122,7 +111,7 @@ def bench_store(folder: Path, records: int, lore: int, queries: int,
                         session_id=rng.choice(sessions), location=rng.choice(WORDS),
                         character_ids=[rng.choice(WORDS)])
             for i in range(min(batch, records - offset))])
-        _say(progress, f"store: {min(offset + batch, records)}/{records} memory events")
+        say(progress, f"store: {min(offset + batch, records)}/{records} memory events")
     store_s = time.perf_counter() - started
     other.store_many("memory_event", [MemoryEvent(summary=_sentence(rng), timestamp=start,
                                                   session_id="x") for _ in range(500)])
@@ -138,12 +127,12 @@ def bench_store(folder: Path, records: int, lore: int, queries: int,
                   chunk_index=i % 10, paragraph_id=i % 10, content=_sentence(rng, 60),
                   token_count=60, source_type="prose", weight_tier=3)
         for i in range(lore)]
-    _say(progress, f"store: ingesting {lore} lore chunks (with embedding)")
+    say(progress, f"store: ingesting {lore} lore chunks (with embedding)")
     # The slowest figure on a shared machine: the median of LORE_RUNS ingests, each
     # into its own playthrough (the first is ``pt``, as before).
     runs = [_timed(lambda: pt.store_many("lore_chunk", chunks))]
     for k in range(1, LORE_RUNS):
-        _say(progress, f"store: lore ingest {k + 1}/{LORE_RUNS}")
+        say(progress, f"store: lore ingest {k + 1}/{LORE_RUNS}")
         scope = store.playthrough(f"bench-lore-{k}")
         runs.append(_timed(lambda: scope.store_many("lore_chunk", chunks)))
     lore_s = statistics.median(runs)
@@ -154,7 +143,7 @@ def bench_store(folder: Path, records: int, lore: int, queries: int,
     if embedder.precision == "fp32":
         fp32_s = lore_embed_s
     else:
-        _say(progress, "store: the same lore embedded at fp32 (baseline)")
+        say(progress, "store: the same lore embedded at fp32 (baseline)")
         fp32 = LocalEmbedding(precision="fp32")
         fp32.embed("warm up")
         fp32_s = _timed(lambda: fp32.embed_batch(texts))
@@ -179,7 +168,7 @@ def bench_store(folder: Path, records: int, lore: int, queries: int,
 def run_store_bench(memories: int = 10_000, records: int = 10_000, lore: int = 2_500,
                     queries: int = 200, with_model: bool = True,
                     progress: bool = True) -> dict[str, Any]:
-    from narratoria.clients.bench import machine
+    from narratoria.bench.report import machine
 
     report: dict[str, Any] = {"date": datetime.now(UTC).isoformat(timespec="seconds"),
                               "machine": machine()}

@@ -38,7 +38,6 @@ import re
 import shutil
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -46,6 +45,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from narratoria.bench.daemon import ServeDaemon
+from narratoria.bench.report import say
 
 START_TIMEOUT_S = 180.0
 SURVIVOR_GRACE_S = 5.0
@@ -66,11 +68,6 @@ print(json.dumps({"version": "0", "type": "state_patch", "patch": {"lastTurn": n
 print(json.dumps({"version": "0", "type": "done", "ok": True, "summary": f"wrote t{n}"}),
       flush=True)
 """
-
-
-def _say(progress: bool, text: str) -> None:
-    if progress:
-        print(f"  {text}", file=sys.stderr, flush=True)
 
 
 def write_skill(root: Path) -> Path:
@@ -145,38 +142,26 @@ def _kind(cmdline: str, skills_dir: Path) -> str:
 # ---------------------------------------------------------------- the daemon
 
 
-class CrashDaemon:
+def _sigkill(pids: list[int] | dict[int, str]) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+class CrashDaemon(ServeDaemon):
     """``narratoria serve --planner pattern`` on ``folder``'s socket and data dir, in its
     own session, with TMPDIR set to ``marker`` so that every process of it can be found."""
 
+    start_timeout_s = START_TIMEOUT_S
+
     def __init__(self, folder: Path, skills_dir: Path, marker: Path,
                  extra: tuple[str, ...] = ()) -> None:
-        self.folder, self.skills_dir, self.marker = folder, skills_dir, marker
-        self.socket = folder / "d.sock"
+        self.skills_dir, self.marker = skills_dir, marker
         marker.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "TMPDIR": str(marker)}
-        started = time.monotonic()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "narratoria.clients.cli", "serve", "--socket", str(self.socket),
-             "--data-dir", str(folder / "data"), "--json", "--planner", "pattern",
-             "--skills-dir", str(skills_dir), *extra],
-            stdout=subprocess.PIPE, stderr=open(folder / "daemon.log", "ab"), text=True,
-            start_new_session=True, env=env)
-        line: list[str] = []
-        reader = threading.Thread(target=lambda: line.append(self.proc.stdout.readline()),
-                                  daemon=True)
-        reader.start()
-        reader.join(START_TIMEOUT_S)
-        if not line or not line[0].strip():
-            self.kill()
-            raise RuntimeError("the daemon did not start:\n"
-                               + (folder / "daemon.log").read_text(errors="replace")[-3000:])
-        self.ready = json.loads(line[0])
-        self.start_s = time.monotonic() - started
-
-    @property
-    def address(self) -> str:
-        return f"unix://{self.socket}"
+        super().__init__(folder, "--planner", "pattern", "--skills-dir", str(skills_dir), *extra,
+                         env={**os.environ, "TMPDIR": str(marker)})
 
     def kill(self) -> dict[str, Any]:
         """SIGKILL the serve process group and every Ray process of this daemon at once;
@@ -189,20 +174,12 @@ class CrashDaemon:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        for pid in victims:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        _sigkill(victims)
         # A worker Ray was starting at that instant: a second sweep.
         for _ in range(3):
             more = [pid for pid, cmd in marked_processes(str(self.marker)).items()
                     if not _is_skill(cmd, self.skills_dir)]
-            for pid in more:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+            _sigkill(more)
             if not more:
                 break
             time.sleep(0.05)
@@ -212,11 +189,7 @@ class CrashDaemon:
             time.sleep(0.1)
         survivors = [{"pid": pid, "kind": _kind(cmd, self.skills_dir), "cmdline": cmd[:200]}
                      for pid, cmd in sorted(left.items())]
-        for pid in left:  # reported; cleaned up so that the next cycle starts clean
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        _sigkill(left)  # reported; cleaned up so that the next cycle starts clean
         left_dirs = [d for d in ray_dirs if Path(d).exists()]
         left_mb = sum(_du(Path(d)) for d in left_dirs) / 1e6
         for d in left_dirs:
@@ -224,15 +197,9 @@ class CrashDaemon:
         return {"killed": len(victims), "processes": len(procs), "survivors": survivors,
                 "rayTempDirsLeft": len(left_dirs), "rayTempMbLeft": round(left_mb, 1)}
 
-    def stop(self) -> int:
-        """SIGTERM (a clean stop); SIGKILL of the group after 60 s."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        return self.proc.returncode
+    def _kill(self) -> None:
+        """A daemon that does not stop (or start) in time goes as a crash does: all of it."""
+        self.kill()
 
 
 def _du(path: Path) -> int:
@@ -409,7 +376,7 @@ def run_crash_bench(cycles: int = 20, writers: int = 4, progress: bool = True, s
     restart_s: list[float] = []
     started = time.monotonic()
     clean_stop = None
-    _say(progress, f"starting the daemon in {tmp} (seed {seed})")
+    say(progress, f"starting the daemon in {tmp} (seed {seed})")
     daemon = CrashDaemon(tmp, skills, marker)
     first_start_s = daemon.start_s
     try:
@@ -451,12 +418,12 @@ def run_crash_bench(cycles: int = 20, writers: int = 4, progress: bool = True, s
                    "restartS": round(daemon.start_s, 2),
                    "restartStartupS": daemon.ready.get("startupS")}
             per_cycle.append(row)
-            _say(progress, f"cycle {cycle}/{cycles}: killed after {delay:.2f} s "
-                           f"({killed['killed']} processes), acknowledged {acked}, found "
-                           f"{mine['found']}, lost {mine['lost']}, half-written "
-                           f"{mine['halfWritten']}, in flight but stored "
-                           f"{mine['storedUnacknowledged']}, survivors {len(killed['survivors'])}, "
-                           f"resumed {resumed}/{tried}, restart {daemon.start_s:.1f} s")
+            say(progress, f"cycle {cycle}/{cycles}: killed after {delay:.2f} s "
+                          f"({killed['killed']} processes), acknowledged {acked}, found "
+                          f"{mine['found']}, lost {mine['lost']}, half-written "
+                          f"{mine['halfWritten']}, in flight but stored "
+                          f"{mine['storedUnacknowledged']}, survivors {len(killed['survivors'])}, "
+                          f"resumed {resumed}/{tried}, restart {daemon.start_s:.1f} s")
         with NarratoriaClient(daemon.address, timeout_s=60) as client:
             final = verify(client, ledger)
     finally:
@@ -465,14 +432,10 @@ def run_crash_bench(cycles: int = 20, writers: int = 4, progress: bool = True, s
 
         memories = memory_check(tmp / "data" / DB_FILENAME) if clean_stop == 0 else None
         leftover = marked_processes(str(marker))
-        for pid in leftover:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        _sigkill(leftover)
         if keep is None:
             shutil.rmtree(tmp, ignore_errors=True)
-    from narratoria.clients.bench import machine
+    from narratoria.bench.report import machine
 
     totals = {k: sum(r[k] for r in per_cycle) for k in
               ("acknowledged", "found", "lost", "halfWritten", "storedUnacknowledged",

@@ -1,12 +1,33 @@
-"""A kit for skill scripts: tool protocol v0 I/O, input checks, the Store client.
+"""The SDK for skill authors: tool protocol v0 I/O, input checks, settings and the Store.
 
-Skill scripts run with the project's interpreter, so they import it as
-``narratoria.clients.skillkit`` (the memory and reputation skills do) instead of
-each carrying a copy. It speaks only the proto, like every client.
+A skill script runs with the project's interpreter, so it imports this module as
+``narratoria.skillkit`` (the built-in memory, reputation, perception, choices and
+portrait skills do) instead of each carrying a copy. It speaks only the protocol and
+the daemon's gRPC Store service, like every client. What it offers:
+
+- ``run(script, body)``: reads the request on stdin and calls ``body(out, input)``;
+  ``out`` is an :class:`Emitter` (``emit``, ``log``; ``done`` is the body's last event);
+- input checks that name the offending field: ``text``, ``strings``, ``number``,
+  ``integer``, ``boolean``, ``timestamp``, ``warn_unknown``; ``invalid`` builds a
+  :class:`SkillFailure` of your own;
+- the player's settings: ``load_config`` (what ``narratoria skills config`` saved) and
+  ``config_value``;
+- :class:`Store`: the session's (or, ``shared=True``, the skill's own) records: ``put``,
+  ``get``, ``update``, ``delete``, ``adjust_score(s)``, ``semantic_search``,
+  ``exact_match``.
 
 Every failure a script can foresee is a ``SkillFailure``: ``run`` turns it into an
 ``error`` event plus ``done`` with ``ok: false`` and exit code 0. Anything else (a
-bug) becomes an ``internal_error`` the same way, never a bare traceback.
+bug) becomes an ``internal_error`` the same way, never a bare traceback. A script::
+
+    #!/usr/bin/env python3
+    from narratoria import skillkit as kit
+
+    def body(out, params):
+        name = kit.text(params.get("name"), "name", max_length=80, required=True)
+        out.emit({"type": "done", "ok": True, "summary": f"hello, {name}"})
+
+    raise SystemExit(kit.run("hello/greet", body))
 """
 
 from __future__ import annotations
@@ -232,13 +253,15 @@ def shorten(value: str, length: int) -> str:
 
 def load_config(out: Emitter) -> dict[str, Any]:
     """The player's settings: $NARRATORIA_SKILL_CONFIG (resolved by the runtime), else
-    config.json in the skill root. A broken file only warns: the defaults apply."""
+    config.json in the skill root ($NARRATORIA_SKILL_DIR, else the parent of the script's
+    ``scripts/``). A broken file only warns: the defaults apply."""
     if os.environ.get("NARRATORIA_SKILL_CONFIG_ERROR"):
         out.log(f"settings ignored: {os.environ['NARRATORIA_SKILL_CONFIG_ERROR']}", "warn")
         return {}
     given = os.environ.get("NARRATORIA_SKILL_CONFIG")
+    # The skill root: the runtime names it; a script run by hand is SKILL/scripts/NAME.
     root = os.environ.get("NARRATORIA_SKILL_DIR") or os.path.dirname(
-        os.path.dirname(os.path.abspath(__file__)))
+        os.path.dirname(os.path.abspath(sys.argv[0])))
     try:
         if given is not None:
             data = json.loads(given)

@@ -10,7 +10,6 @@ Keep a set you never train on, and measure on it with ``eval planner``.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections import Counter
@@ -18,10 +17,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from narratoria.clients.output import ExitCode, fail, print_json
+
 SKILLS_MARK = "skills:route-examples"  # recorded among the datasets when they were used
 
 
-def add_train_parser(sub: Any) -> None:
+def register(sub: argparse._SubParsersAction) -> None:
     train = sub.add_parser("train", help="fit the runtime's shipped classifiers from datasets")
     train_sub = train.add_subparsers(dest="train_command", metavar="MODEL", required=True)
     deeds = train_sub.add_parser(
@@ -78,11 +79,9 @@ def cmd_train_deeds(args: argparse.Namespace) -> int:
     try:
         examples = deed_examples(args.dataset, skill_examples=not args.no_skill_examples)
     except (OSError, ev.DatasetError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return fail(str(exc), ExitCode.BAD_INPUT)
     if not examples:
-        print("error: the datasets hold no cases", file=sys.stderr)
-        return 2
+        return fail("the datasets hold no cases", ExitCode.BAD_INPUT)
     from narratoria.runtime.embedding import shared_local
 
     print(f"embedding {len(examples)} examples ...", file=sys.stderr, flush=True)
@@ -97,11 +96,11 @@ def cmd_train_deeds(args: argparse.Namespace) -> int:
                "vocabulary": len(model.vocabulary), "embedder": model.embedder,
                "digest": model.digest, "seconds": round(time.perf_counter() - started, 1)}
     if args.json:
-        print(json.dumps(summary))
+        print_json(summary)
     else:
         for key, value in summary.items():
             print(f"{key:<11} {value}")
-    return 0
+    return ExitCode.SUCCESS
 
 
 def _shown(path: Path) -> str:

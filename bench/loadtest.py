@@ -1,4 +1,5 @@
-"""`narratoria loadtest`: drive a running daemon with N concurrent sessions.
+"""The load tester (`narratoria loadtest`, ``clients/commands/loadtest.py``): drive a
+daemon with N concurrent sessions.
 
 Each client is a thread with its own channel and its own session, playing M turns:
 free-text turns planned by the daemon's planner (the prompts of ``bench turn``), or,
@@ -37,18 +38,16 @@ Progress goes to stderr; ``--json`` prints one final document.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
-import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from narratoria.clients.bench_turn import PROMPTS, BenchDaemon, _pct, _say
+from narratoria.bench.report import pct, say
+from narratoria.bench.turn import PROMPTS
 
 PHASES = ("plan", "execute", "narrate", "choices", "store", "total")
 STATUS_INTERVAL_S = 0.2
@@ -62,7 +61,7 @@ def _dist(values: list[float], digits: int = 1) -> dict[str, Any]:
     if not values:
         return {"n": 0, "p50": None, "p95": None, "p99": None, "max": None}
     return {"n": len(values), "p50": round(statistics.median(values), digits),
-            "p95": round(_pct(values, 0.95), digits), "p99": round(_pct(values, 0.99), digits),
+            "p95": round(pct(values, 0.95), digits), "p99": round(pct(values, 0.99), digits),
             "max": round(max(values), digits)}
 
 
@@ -128,13 +127,13 @@ class _Sampler(threading.Thread):
         live = f"{self.live[-1]}/{self.limit}" if self.live else "?"
         queue = self.depth[-1] if self.depth else "?"
         rate = done / max(now - self.started, 1e-9)
-        _say(True, f"turns {done}{total}, {rate:.2f} turns/s, skill processes {live}, "
-                   f"queue {queue}, failures {failed}")
+        say(True, f"turns {done}{total}, {rate:.2f} turns/s, skill processes {live}, "
+                  f"queue {queue}, failures {failed}")
 
 
 # -- leaks -----------------------------------------------------------------------------
 
-def _proc_table() -> dict[int, tuple[int, bool]]:
+def proc_table() -> dict[int, tuple[int, bool]]:
     """pid -> (parent pid, alive); zombies count as dead."""
     table = {}
     for entry in Path("/proc").iterdir():
@@ -165,7 +164,7 @@ def leaked_processes(supervisor_pid: int, adopter: int | None = None,
     itself) and their descendants: orphans that left the daemon's tree."""
     from narratoria.runtime.skillrun.containment import base_folders, processes_in
 
-    table = _proc_table()
+    table = proc_table()
     children: dict[int, list[int]] = {}
     for pid, (ppid, _) in table.items():
         children.setdefault(ppid, []).append(pid)
@@ -451,29 +450,9 @@ def summary(r: dict[str, Any]) -> list[str]:
     ]
 
 
-# -- the command -----------------------------------------------------------------------
+# -- the daemon it drives ----------------------------------------------------------------
 
-class _ServeDaemon(BenchDaemon):
-    """``bench turn``'s daemon with the serve options a loadtest passes on."""
-
-    def __init__(self, folder: Path, extra: list[str]) -> None:
-        import subprocess
-
-        self.socket = folder / "d.sock"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "narratoria.clients.cli", "serve", "--socket", str(self.socket),
-             "--data-dir", str(folder / "data"), "--json", *extra],
-            stdout=subprocess.PIPE, stderr=open(folder / "daemon.log", "wb"), text=True,
-            start_new_session=True)
-        line = self.proc.stdout.readline() if self.proc.stdout else ""
-        if not line.strip():
-            self.stop()
-            log = (folder / "daemon.log").read_text(errors="replace")[-2000:]
-            raise RuntimeError(f"the daemon did not start:\n{log}")
-        self.ready = json.loads(line)
-
-
-def _adopt_orphans(progress: bool) -> int | None:
+def adopt_orphans(progress: bool) -> int | None:
     """Make this process the child subreaper of the daemon it is about to start, so a
     process that leaves the daemon's tree is reparented here and the leak scan sees it."""
     from narratoria.runtime.skillrun.containment import become_subreaper
@@ -482,12 +461,12 @@ def _adopt_orphans(progress: bool) -> int | None:
         become_subreaper()
         return os.getpid()
     except OSError as exc:
-        _say(progress, f"note: cannot adopt orphans ({exc}): the leak scan sees the "
-                       "supervisor's tree and cgroups only")
+        say(progress, f"note: cannot adopt orphans ({exc}): the leak scan sees the "
+                      "supervisor's tree and cgroups only")
         return None
 
 
-def _daemon_running(address: str | None) -> bool:
+def daemon_running(address: str | None) -> bool:
     from narratoria.clients.client import ClientError, NarratoriaClient
 
     try:
@@ -498,134 +477,4 @@ def _daemon_running(address: str | None) -> bool:
         return exc.code not in ("UNAVAILABLE", "DEADLINE_EXCEEDED")
 
 
-def add_loadtest_parser(sub: Any) -> None:
-    p = sub.add_parser(
-        "loadtest", help="drive a daemon with N concurrent sessions; turns/s, latency, skills, "
-                         "leaks",
-        description="N clients, each its own session, play M turns (text turns through the "
-                    "daemon's planner, or --plan's fixed plan, execute_only, to load skills "
-                    "alone). Reports turns/s, latency p50/p95/p99 per phase, skill invocations/s, "
-                    "queue, failures by category, peak live skill processes against the limit, "
-                    "fairness and leaked processes (must be 0). Starts its own daemon (in a "
-                    "temporary data dir) when none answers, or with --start-daemon. Exit 1 if a "
-                    "turn failed, the limit was exceeded or a process leaked.")
-    p.add_argument("--clients", type=int, default=4, metavar="N", help="concurrent sessions (4)")
-    p.add_argument("--turns", type=int, metavar="M",
-                   help="turns per client (default 3; with --duration: no cap)")
-    p.add_argument("--duration", type=float, metavar="S",
-                   help="play until S seconds have passed (with --turns: whichever comes first)")
-    p.add_argument("--plan", metavar="PLAN.json", help="a fixed plan, run execute_only")
-    p.add_argument("--skills-dir", action="append", metavar="DIR",
-                   help="an extra skill root for the daemon the loadtest starts (repeatable)")
-    p.add_argument("--skill-concurrency", type=int, metavar="K",
-                   help="the daemon's skill process limit (serve --skill-limit) for a daemon "
-                        "the loadtest starts; a running daemon's is reported, not changed")
-    p.add_argument("--flood", type=int, default=0, metavar="F",
-                   help="F more sessions play --flood-plan over and over while the N clients "
-                        "play: are their turns starved?")
-    p.add_argument("--flood-plan", metavar="PLAN.json",
-                   help="the flood's plan (execute_only), e.g. many parallel tools")
-    p.add_argument("--planner", choices=("model", "pattern"),
-                   help="the planner of a daemon the loadtest starts (default: the model)")
-    p.add_argument("--skill-containment", choices=("auto", "cgroup", "subreaper", "off"),
-                   help="the skill containment of a daemon the loadtest starts (serve "
-                        "--skill-containment; 'off' shows what the leak scan catches)")
-    p.add_argument("--address", metavar="ADDR",
-                   help="the daemon to drive (default: NARRATORIA_ADDRESS or the default socket)")
-    p.add_argument("--start-daemon", action="store_true",
-                   help="start a daemon of its own even if one is running")
-    p.add_argument("--json", action="store_true", help="print one final JSON document")
-    p.set_defaults(func=cmd_loadtest)
-
-
-def cmd_loadtest(args: argparse.Namespace) -> int:
-    from narratoria.clients.bench import machine
-    from narratoria.clients.cli import _err, _print_json
-    from narratoria.clients.client import ClientError, NarratoriaClient
-    from narratoria.runtime.host.endpoint import EndpointError
-
-    if args.clients < 1 or (args.turns is not None and args.turns < 1):
-        _err("--clients and --turns must be at least 1")
-        return 2
-    if args.skill_concurrency is not None and args.skill_concurrency < 1:
-        _err("--skill-concurrency must be at least 1")
-        return 2
-    turns = args.turns if args.turns is not None or args.duration else 3
-    plans: dict[str, str | None] = {"--plan": None, "--flood-plan": None}
-    for option, path in (("--plan", args.plan), ("--flood-plan", args.flood_plan)):
-        if not path:
-            continue
-        try:
-            plans[option] = Path(path).read_text(encoding="utf-8")
-            json.loads(plans[option] or "")
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
-            _err(f"{option} {path}: {exc}")
-            return 2
-    plan = plans["--plan"]
-    if args.flood < 0 or bool(args.flood) != bool(args.flood_plan):
-        _err("--flood F and --flood-plan PLAN.json go together")
-        return 2
-    for extra in args.skills_dir or []:
-        if not Path(extra).is_dir():
-            _err(f"--skills-dir {extra}: not a directory")
-            return 2
-    progress = not args.json
-    daemon = None
-    tmp = None
-    adopter: int | None = None
-    try:
-        address = args.address
-        if args.start_daemon or not _daemon_running(address):
-            extra = [f"--skills-dir={str(Path(d).resolve())}" for d in args.skills_dir or []]
-            if args.skill_concurrency:
-                extra += ["--skill-limit", str(args.skill_concurrency)]
-            if args.planner:
-                extra += ["--planner", args.planner]
-            if args.skill_containment:
-                extra += ["--skill-containment", args.skill_containment]
-            tmp = tempfile.TemporaryDirectory(prefix="nl-", dir="/tmp")  # a short socket path
-            _say(progress, "starting a daemon (" + " ".join(["serve", *extra]) + ")")
-            adopter = _adopt_orphans(progress)
-            daemon = _ServeDaemon(Path(tmp.name), extra)
-            address = f"unix://{daemon.socket}"
-        elif args.skills_dir or args.planner or args.skill_containment:
-            _say(progress, "note: --skills-dir/--planner/--skill-containment apply only to a "
-                           "daemon the loadtest starts (--start-daemon)")
-
-        def factory() -> NarratoriaClient:
-            return NarratoriaClient(address, timeout_s=600)
-
-        with factory() as client:
-            limit = client.status().skill_process_limit
-        if args.skill_concurrency and limit != args.skill_concurrency:
-            _say(progress, f"note: the daemon's skill limit is {limit}, not "
-                           f"{args.skill_concurrency} (restart it with --skill-limit, or use "
-                           "--start-daemon)")
-        _say(progress, f"{args.clients} clients x {turns or 'unlimited'} turns"
-                       + (f" for {args.duration} s" if args.duration else "")
-                       + (f", plan {args.plan}" if plan else ", text turns")
-                       + f", skill limit {limit}")
-        report = run_loadtest(factory, args.clients, turns, plan=plan, duration_s=args.duration,
-                              progress=progress, skill_concurrency=args.skill_concurrency,
-                              flood_plan=plans["--flood-plan"], flood_clients=args.flood,
-                              adopter=adopter, keep=[daemon.proc.pid] if daemon else [])
-    except (ClientError, EndpointError, RuntimeError) as exc:
-        _err(str(exc))
-        return 1
-    finally:
-        if daemon is not None:
-            daemon.stop()
-        if tmp is not None:
-            tmp.cleanup()
-    report = {"machine": machine(), "address": address, "startedDaemon": daemon is not None,
-              "daemonStartupS": daemon.ready.get("startupS") if daemon else None,
-              "plan": args.plan, **report}
-    if args.json:
-        _print_json(report)
-    else:
-        for line in report["summary"]:
-            print(line)
-    return 0 if report["ok"] else 1
-
-
-__all__ = ["add_loadtest_parser", "cmd_loadtest", "leaked_processes", "run_loadtest"]
+__all__ = ["adopt_orphans", "daemon_running", "leaked_processes", "run_loadtest"]

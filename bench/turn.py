@@ -13,30 +13,18 @@ against the raw one.
 
 from __future__ import annotations
 
-import json
-import os
-import signal
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from narratoria.bench.daemon import ServeDaemon
+from narratoria.bench.report import machine, pct, say
+
 PROMPTS = ("I roll 2d6 to climb the harbour wall", "I look around the market square",
            "I ask the innkeeper about the missing ship", "I search the old library for a map")
-
-
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
-
-
-def _say(progress: bool, text: str) -> None:
-    if progress:
-        print(f"  {text}", file=sys.stderr, flush=True)
 
 
 def bench_raw(turns: int, progress: bool, turns_per_session: int = 4) -> dict[str, Any]:
@@ -88,34 +76,10 @@ def _raw_turns(turns: int, progress: bool, turns_per_session: int) -> dict[str, 
         last = narration
         if (i + 1) % turns_per_session == 0:  # the next turns are a new session's
             summaries, last = [], ""
-        _say(progress, f"raw model: turn {i + 1}/{turns} {latencies[-1]:.2f} s")
+        say(progress, f"raw model: turn {i + 1}/{turns} {latencies[-1]:.2f} s")
     elapsed = time.perf_counter() - started
     return {"turns": turns, "p50S": round(statistics.median(latencies), 3),
-            "p95S": round(_pct(latencies, 0.95), 3), "turnsPerS": round(turns / elapsed, 4)}
-
-
-class BenchDaemon:
-    """A daemon of its own in ``folder`` (``serve`` with ``extra`` arguments)."""
-
-    def __init__(self, folder: Path, *extra: str) -> None:
-        self.socket = folder / "d.sock"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "narratoria.clients.cli", "serve", "--socket", str(self.socket),
-             "--data-dir", str(folder / "data"), "--json", *extra],
-            stdout=subprocess.PIPE, stderr=open(folder / "daemon.log", "wb"), text=True,
-            start_new_session=True)
-        line = self.proc.stdout.readline() if self.proc.stdout else ""
-        if not line.strip():
-            raise RuntimeError(f"the daemon did not start; see {folder / 'daemon.log'}")
-        self.ready = json.loads(line)
-
-    def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
+            "p95S": round(pct(latencies, 0.95), 3), "turnsPerS": round(turns / elapsed, 4)}
 
 
 def bench_clients(address: str, clients: int, turns_each: int, progress: bool) -> dict[str, Any]:
@@ -158,10 +122,10 @@ def bench_clients(address: str, clients: int, turns_each: int, progress: bool) -
     for t in threads:
         t.join()
     elapsed = time.perf_counter() - started
-    _say(progress, f"daemon: {clients} clients, {len(latencies)} turns in {elapsed:.1f} s")
+    say(progress, f"daemon: {clients} clients, {len(latencies)} turns in {elapsed:.1f} s")
     return {"clients": clients, "turns": len(latencies), "failures": failures,
             "p50S": round(statistics.median(latencies), 3) if latencies else None,
-            "p95S": round(_pct(latencies, 0.95), 3) if latencies else None,
+            "p95S": round(pct(latencies, 0.95), 3) if latencies else None,
             "firstNarrationP50S": round(statistics.median(first_token), 3) if first_token else None,
             # Where a turn's time goes, as the coordinator timed it (ms, medians).
             "phaseP50Ms": {k: int(statistics.median(v)) for k, v in sorted(phases.items())},
@@ -170,18 +134,16 @@ def bench_clients(address: str, clients: int, turns_each: int, progress: bool) -
 
 def run_turn_bench(clients: list[int], turns_each: int = 2, raw_turns: int = 8,
                    progress: bool = True) -> dict[str, Any]:
-    _say(progress, f"baseline: {raw_turns} turns straight to llama-cpp-python")
+    say(progress, f"baseline: {raw_turns} turns straight to llama-cpp-python")
     raw = bench_raw(raw_turns, progress, turns_each)
     with tempfile.TemporaryDirectory(prefix="nb-", dir="/tmp") as tmp:
-        _say(progress, "starting the daemon")
-        daemon = BenchDaemon(Path(tmp))
+        say(progress, "starting the daemon")
+        daemon = ServeDaemon(Path(tmp))
         try:
-            runs = [bench_clients(f"unix://{daemon.socket}", n, turns_each, progress)
+            runs = [bench_clients(daemon.address, n, turns_each, progress)
                     for n in clients]
         finally:
             daemon.stop()
-    from narratoria.clients.bench import machine
-
     at_max = runs[-1]
     ratio = round(at_max["turnsPerS"] / raw["turnsPerS"], 3) if raw["turnsPerS"] else None
     one = runs[0]

@@ -1,11 +1,11 @@
-"""`narratoria bench ingest`: campaign validation and ingestion times (architecture §6.2.15).
+"""`narratoria bench ingest`: campaign validation and ingestion times.
 
 Two campaigns, each copied into a temporary folder and ingested into its own
 fresh DuckDB file with the real embedder (``make_backend()``):
 
 - the rich built-in campaign (``campaigns/long_ebb``);
-- a generated campaign of ``files`` text files (``generate_campaign``): the
-  spec's "large" campaign, deterministic for a given seed.
+- a generated campaign of ``files`` text files (``generate_campaign``): a
+  "large" campaign, deterministic for a given seed.
 
 For each: validation time (median of N ``validate`` calls), one cold ingestion
 (total and embedding time, chunks, files), the cached reload of the unchanged
@@ -15,10 +15,9 @@ to one prose file; each must re-ingest exactly that file). The model is loaded
 and warmed before any of it (its load time is reported apart): a daemon ingests
 with the model it already has.
 
-Targets (§6.2.15 "Performance Targets" and "Cache & Incremental Updates",
-§6.2.16): total cold ingestion under 15 s for a typical (~100 chunk) campaign;
-for a bigger one, the §6.2.15 embedding-time table's upper estimate (50 s for
-~2500 chunks, 20 ms a chunk); a reload of an unchanged campaign under 1 s; a
+Targets (docs/campaigns.md, "Ingestion times"): total cold ingestion under 15 s
+for a typical (~100 chunk) campaign; for a bigger one, 20 ms a chunk (50 s for
+~2500 chunks); a reload of an unchanged campaign under 1 s; a
 one-file edit re-ingests only that file, in under 5 s; validation under 2 s.
 """
 
@@ -27,12 +26,13 @@ from __future__ import annotations
 import random
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
+
+from narratoria.bench.report import say
 
 DEFAULT_FILES = 500
 DEFAULT_SEED = 1729
@@ -40,7 +40,7 @@ RICH_CAMPAIGN = "long_ebb"
 TARGETS = {
     "coldTypicalS": 15.0,      # total, cold, ~100 chunks
     "typicalChunks": 150,      # up to this many chunks a campaign is "typical"
-    "coldPerChunkS": 0.02,     # above it: 50 s for ~2500 chunks (the §6.2.15 table)
+    "coldPerChunkS": 0.02,     # above it: 50 s for ~2500 chunks
     "cachedS": 1.0,
     "editS": 5.0,
     "validationS": 2.0,
@@ -139,11 +139,11 @@ def _wrap(text: str, width: int = 88) -> list[str]:
 def generate_campaign(folder: Path, files: int = DEFAULT_FILES, seed: int = DEFAULT_SEED) -> Path:
     """Write a valid campaign of ``files`` text files into ``folder``; the same seed, the same bytes.
 
-    ``campaign.yml`` (§6.2.3) and prose files (``.md`` and ``.txt``, §6.2.2) in
+    ``campaign.yml`` and prose files (``.md`` and ``.txt``) in
     ``characters/``, ``lore/``, ``locations/``, ``factions/`` and ``world/``, 2-6
     paragraphs each; a quarter without frontmatter, the rest with a minimal or a
-    rich block (§6.2.4). No stats, items, beats or assets: those have their own rules
-    and benches.
+    rich block (docs/campaigns.md, "Frontmatter"). No stats, items, beats or
+    assets: those have their own rules and benches.
     """
     if files < 1:
         raise ValueError("a campaign needs at least one file")
@@ -184,11 +184,6 @@ def generate_campaign(folder: Path, files: int = DEFAULT_FILES, seed: int = DEFA
 
 # -- the bench -----------------------------------------------------------------------------
 
-def _say(progress: bool, text: str) -> None:
-    if progress:
-        print(f"  {text}", file=sys.stderr, flush=True)
-
-
 def _ms(seconds: float) -> float:
     return round(seconds * 1000, 1)
 
@@ -210,6 +205,18 @@ def _edit_candidates(files: list[Any]) -> list[Any]:
     return [f for f in files if prose(f)]
 
 
+def _timed_ingest(root: Path, store: Any) -> tuple[float, Any]:
+    """``ingest(root, store)`` and the seconds it took; the store is closed after."""
+    from narratoria.runtime.campaign import ingest
+
+    try:
+        started = time.perf_counter()
+        result = ingest(root, store)
+        return time.perf_counter() - started, result
+    finally:
+        store.close()
+
+
 def bench_campaign(name: str, source: Path, work: Path, embedder: Any, iterations: int,
                    progress: bool) -> dict[str, Any]:
     """Validation, cold ingestion, cached reload and one-file edits of the campaign ``source``.
@@ -224,7 +231,7 @@ def bench_campaign(name: str, source: Path, work: Path, embedder: Any, iteration
     root = Path(shutil.copytree(source, work / Path(source).resolve().name))
     db = work / "narratoria.duckdb"
 
-    _say(progress, f"{name}: validation x{iterations}")
+    say(progress, f"{name}: validation x{iterations}")
     runs, report = [], None
     for _ in range(iterations):
         started = time.perf_counter()
@@ -241,12 +248,12 @@ def bench_campaign(name: str, source: Path, work: Path, embedder: Any, iteration
     validation["met"] = validation["medianMs"] < TARGETS["validationS"] * 1000
 
     def phase(label: str):
-        def say(phase_name: str, done: int, total: int) -> None:
+        def report_phase(phase_name: str, done: int, total: int) -> None:
             if phase_name == "embedding" and done == 0:
-                _say(progress, f"{name}: {label}: embedding {total} chunk(s)")
-        return say
+                say(progress, f"{name}: {label}: embedding {total} chunk(s)")
+        return report_phase
 
-    _say(progress, f"{name}: cold ingestion of {len(content)} file(s) into a fresh database")
+    say(progress, f"{name}: cold ingestion of {len(content)} file(s) into a fresh database")
     started = time.perf_counter()
     store = PersistenceStore(db, embedder)
     open_s = time.perf_counter() - started
@@ -264,18 +271,14 @@ def bench_campaign(name: str, source: Path, work: Path, embedder: Any, iteration
     cold["msPerChunk"] = round(cold_s * 1000 / max(1, result.text_chunks), 2)
     cold["met"] = cold_s < cold["targetS"]
 
-    _say(progress, f"{name}: cached reload x{iterations}")
+    say(progress, f"{name}: cached reload x{iterations}")
     reload_s, opens, embedded, reingested = [], [], [], []
     for _ in range(iterations):
         started = time.perf_counter()
         store = PersistenceStore(db, embedder)  # a second load: the store reopened from its file
         opens.append(time.perf_counter() - started)
-        try:
-            started = time.perf_counter()
-            again = ingest(root, store)
-            reload_s.append(time.perf_counter() - started)
-        finally:
-            store.close()
+        seconds, again = _timed_ingest(root, store)
+        reload_s.append(seconds)
         embedded.append(again.chunks_embedded)
         reingested.append(again.files_reingested)
     cached = {"medianMs": _ms(statistics.median(reload_s)), "runsMs": [_ms(r) for r in reload_s],
@@ -288,20 +291,15 @@ def bench_campaign(name: str, source: Path, work: Path, embedder: Any, iteration
     candidates = _edit_candidates(report.files)
     if not candidates:
         raise RuntimeError(f"{source} has no prose file to edit")
-    _say(progress, f"{name}: one-file edit x{iterations}")
+    say(progress, f"{name}: one-file edit x{iterations}")
     edit_s, edited, files_done, chunks_done = [], [], [], []
     rng = random.Random(len(candidates))
     for i in range(iterations):
         target = candidates[(i * 7) % len(candidates)]
         with target.path.open("a", encoding="utf-8") as fh:
             fh.write(f"\n\n{_sentence(rng, 'The bench', 'the margin')} (edit {i + 1})\n")
-        store = PersistenceStore(db, embedder)
-        try:
-            started = time.perf_counter()
-            changed = ingest(root, store)
-            edit_s.append(time.perf_counter() - started)
-        finally:
-            store.close()
+        seconds, changed = _timed_ingest(root, PersistenceStore(db, embedder))
+        edit_s.append(seconds)
         edited.append(target.relative)
         files_done.append(changed.files_reingested)
         chunks_done.append(changed.chunks_embedded)
@@ -325,7 +323,7 @@ def run_ingest_bench(iterations: int = 5, progress: bool = True, *,
     from narratoria.runtime.campaign.chunking import count_tokens
     from narratoria.runtime.embedding import make_backend
 
-    from narratoria.clients.bench import machine
+    from narratoria.bench.report import machine
 
     if iterations < 1:
         raise ValueError("iterations must be at least 1")
@@ -333,7 +331,7 @@ def run_ingest_bench(iterations: int = 5, progress: bool = True, *,
     report: dict[str, Any] = {"date": datetime.now(UTC).isoformat(timespec="seconds"),
                               "machine": machine(), "iterations": iterations,
                               "targets": TARGETS}
-    _say(progress, "loading the embedding model")
+    say(progress, "loading the embedding model")
     started = time.perf_counter()
     backend = embedder if embedder is not None else make_backend()
     backend.embed("warm up")  # the model a daemon already holds
@@ -347,7 +345,7 @@ def run_ingest_bench(iterations: int = 5, progress: bool = True, *,
         (work / "rich").mkdir()
         campaigns.append(bench_campaign(f"rich ({rich.name})", rich, work / "rich", backend,
                                         iterations, progress))
-        _say(progress, f"generating a {files}-file campaign (seed {seed})")
+        say(progress, f"generating a {files}-file campaign (seed {seed})")
         generated = generate_campaign(work / "generated-source", files=files, seed=seed)
         (work / "generated").mkdir()
         campaigns.append(bench_campaign(f"generated ({files} files)", generated,

@@ -13,8 +13,6 @@ zygote, interleaved.
 from __future__ import annotations
 
 import asyncio
-import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -23,6 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from narratoria.bench.report import machine
 from narratoria.runtime.skillrun.executor import ExecutorConfig, PlanExecutor
 from narratoria.runtime.skillrun.plan import Plan, ToolInvocation
 from narratoria.runtime.skillrun.process import run_script, script_env
@@ -40,7 +39,7 @@ sys.stdout.write('{"version":"0","type":"done","ok":true,"summary":"ok"}\\n')
 STORE_SKILL_SCRIPT = """#!/usr/bin/env python3
 import sys
 import grpc
-from narratoria.clients import skillkit
+from narratoria import skillkit
 from narratoria.proto import narratoria_pb2, narratoria_pb2_grpc
 sys.stdin.buffer.read()
 sys.stdout.write('{"version":"0","type":"done","ok":true,"summary":"ok"}\\n')
@@ -107,19 +106,6 @@ def _ms(values: list[float]) -> dict[str, float]:
         "p95": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))] * 1000, 2),
         "min": round(ordered[0] * 1000, 2),
     }
-
-
-def machine() -> dict[str, Any]:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
-            "platform": platform.platform()}
 
 
 async def _bench(iterations: int, parallel: int, progress: bool) -> dict[str, Any]:

@@ -19,7 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from narratoria.clients.bench_turn import BenchDaemon, _pct, _say
+from narratoria.bench.daemon import ServeDaemon
+from narratoria.bench.report import machine, pct, say
 
 
 def script_cases(skills_dir: Path | None = None) -> list[tuple[str, dict[str, Any]]]:
@@ -58,24 +59,23 @@ def bench_script(client: Any, session_id: str, ref: str, example: dict[str, Any]
             invocations.append(finished.duration_ms / 1000)
     return {"script": ref, "iterations": iterations, "input": example,
             "invocationP50Ms": _ms(statistics.median(invocations)) if invocations else None,
-            "invocationP95Ms": _ms(_pct(invocations, 0.95)) if invocations else None,
+            "invocationP95Ms": _ms(pct(invocations, 0.95)) if invocations else None,
             "turnP50Ms": _ms(statistics.median(turns)), "failures": sorted(set(failures))}
 
 
 def run_skills_bench(iterations: int = 10, progress: bool = True) -> dict[str, Any]:
-    from narratoria.clients.bench import machine
     from narratoria.clients.client import NarratoriaClient
 
     cases = script_cases()
     with tempfile.TemporaryDirectory(prefix="nk-", dir="/tmp") as tmp:
-        _say(progress, "starting the daemon")
-        daemon = BenchDaemon(Path(tmp))
+        say(progress, "starting the daemon")
+        daemon = ServeDaemon(Path(tmp))
         try:
-            with NarratoriaClient(f"unix://{daemon.socket}", timeout_s=600) as client:
+            with NarratoriaClient(daemon.address, timeout_s=600) as client:
                 session_id = client.create_session(title="bench skills").id
                 results = []
                 for ref, example in cases:
-                    _say(progress, f"{ref}: {iterations} invocations")
+                    say(progress, f"{ref}: {iterations} invocations")
                     results.append(bench_script(client, session_id, ref, example, iterations))
         finally:
             daemon.stop()

@@ -1,11 +1,13 @@
-"""`narratoria characters`: the fresh-character gallery (§6.2.7) from the command line.
+"""`narratoria characters`: the fresh-character gallery from the command line.
 
-Local commands, no daemon: they read and write the character store in the data
-directory (``NARRATORIA_DATA_DIR``, else ``$XDG_DATA_HOME/narratoria``). With
-``--json`` a command prints the character record as stored (snake_case keys, as
-the spec's schema) plus ``portrait_file``, the portrait's absolute path.
-Exit status: 0 done, 1 no such character, 2 refused input (the message names
-the field: ``description``, ``portrait``, ``import``…).
+A fresh character is a description and a portrait
+(docs/campaigns.md, "Player characters"). Local commands, no daemon: they read
+and write the character store in the data directory (``NARRATORIA_DATA_DIR``,
+else ``$XDG_DATA_HOME/narratoria``). With ``--json`` a command prints the
+character record as stored (snake_case keys) plus ``portrait_file``, the
+portrait's absolute path.
+Exit status: ``SUCCESS`` done, ``FAILED`` no such character, ``BAD_INPUT`` refused
+input (the message names the field: ``description``, ``portrait``, ``import``…).
 
 The data dir's owner runs these, so they see every identity's characters: one a
 client identity made through the daemon (``owner`` ``client:NAME``) is marked so.
@@ -14,27 +16,20 @@ client identity made through the daemon (``owner`` ``client:NAME``) is marked so
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-import msgspec
+from narratoria.clients.output import Command, Expected, ExitCode, emit, print_json, reporting
 
 if TYPE_CHECKING:
     from narratoria.runtime.characters.store import CharacterStore, FreshCharacter
 
-_PREVIEW = 50  # the gallery shows the first 50 characters of a description (§6.2.7)
-
-
-def _print_json(doc: Any) -> None:
-    sys.stdout.write(msgspec.json.format(msgspec.json.encode(doc), indent=2).decode() + "\n")
-
-
-def _err(message: str) -> None:
-    print(f"narratoria: {message}", file=sys.stderr)
+_PREVIEW = 50  # the gallery shows the first 50 characters of a description
 
 
 def _doc(store: CharacterStore, character: FreshCharacter) -> dict[str, Any]:
+    import msgspec
+
     doc = msgspec.to_builtins(character)
     portrait = store.portrait_file(character)
     doc["portrait_file"] = str(portrait) if portrait else None
@@ -67,26 +62,25 @@ def _description(args: argparse.Namespace) -> str | None:
         raise CharacterError(f"description: cannot read {args.description_file}: {exc}") from None
 
 
-def _run(body: Callable[[CharacterStore, argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+def _character_errors() -> list[Expected]:
+    from narratoria.runtime.characters.store import CharacterError, CharacterNotFound
+
+    return [(CharacterNotFound, ExitCode.FAILED), (CharacterError, ExitCode.BAD_INPUT)]
+
+
+def _run(body: Callable[[CharacterStore, argparse.Namespace], int]) -> Command:
     def command(args: argparse.Namespace) -> int:
         # Imported here, not at module level: building the parser for any other command
         # should not pay for Pillow and the store.
-        from narratoria.runtime.characters.store import CharacterError, CharacterNotFound, CharacterStore
+        from narratoria.runtime.characters.store import CharacterStore
 
-        try:
-            return body(CharacterStore(), args)
-        except CharacterNotFound as exc:
-            _err(str(exc))
-            return 1
-        except CharacterError as exc:
-            _err(str(exc))
-            return 2
-    return command
+        return body(CharacterStore(), args)
+    return reporting(command, _character_errors)
 
 
 def _show_one(store: CharacterStore, character: FreshCharacter, as_json: bool) -> None:
     if as_json:
-        _print_json(_doc(store, character))
+        print_json(_doc(store, character))
         return
     print(f"{character.id}\t{character.name or '-'}\t[{_badge(character)}]")
     print(f"portrait: {store.portrait_file(character) or 'none'}")
@@ -98,11 +92,8 @@ def _show_one(store: CharacterStore, character: FreshCharacter, as_json: bool) -
 
 def cmd_create(store: CharacterStore, args: argparse.Namespace) -> int:
     character = store.create(_description(args), args.portrait, args.name)
-    if args.json:
-        _print_json(_doc(store, character))
-    else:
-        print(character.id)
-    return 0
+    emit(_doc(store, character), args.json, character.id)
+    return ExitCode.SUCCESS
 
 
 def cmd_edit(store: CharacterStore, args: argparse.Namespace) -> int:
@@ -113,53 +104,44 @@ def cmd_edit(store: CharacterStore, args: argparse.Namespace) -> int:
         raise CharacterError("edit: nothing to change (give --description, --description-file, "
                              "--portrait or --name)")
     character = store.edit(args.id, description=description, portrait=args.portrait, name=args.name)
-    if args.json:
-        _print_json(_doc(store, character))
-    else:
-        print(character.id)
-    return 0
+    emit(_doc(store, character), args.json, character.id)
+    return ExitCode.SUCCESS
 
 
 def cmd_list(store: CharacterStore, args: argparse.Namespace) -> int:
     characters = store.list()
     if args.json:
-        _print_json({"dir": str(store.root), "characters": [_doc(store, c) for c in characters]})
-        return 0
+        print_json({"dir": str(store.root), "characters": [_doc(store, c) for c in characters]})
+        return ExitCode.SUCCESS
     if not characters:
         print(f"no characters (in {store.root})")
     for c in characters:
         print(f"{c.id}\t{c.name or '-'}\t{_preview(c.description)}\t[{_badge(c)}]")
-    return 0
+    return ExitCode.SUCCESS
 
 
 def cmd_show(store: CharacterStore, args: argparse.Namespace) -> int:
     _show_one(store, store.get(args.id), args.json)
-    return 0
+    return ExitCode.SUCCESS
 
 
 def cmd_delete(store: CharacterStore, args: argparse.Namespace) -> int:
     store.delete(args.id)
     if args.json:
-        _print_json({"status": "deleted", "id": args.id})
-    return 0
+        print_json({"status": "deleted", "id": args.id})
+    return ExitCode.SUCCESS
 
 
 def cmd_export(store: CharacterStore, args: argparse.Namespace) -> int:
     target = store.export(args.id, args.output)
-    if args.json:
-        _print_json({"status": "exported", "id": args.id, "output": str(target)})
-    else:
-        print(target)
-    return 0
+    emit({"status": "exported", "id": args.id, "output": str(target)}, args.json, str(target))
+    return ExitCode.SUCCESS
 
 
 def cmd_import(store: CharacterStore, args: argparse.Namespace) -> int:
     character = store.import_file(args.file)
-    if args.json:
-        _print_json(_doc(store, character))
-    else:
-        print(character.id)
-    return 0
+    emit(_doc(store, character), args.json, character.id)
+    return ExitCode.SUCCESS
 
 
 def _add_description_options(p: argparse.ArgumentParser, required: bool) -> None:
@@ -174,7 +156,7 @@ def _add_description_options(p: argparse.ArgumentParser, required: bool) -> None
     p.add_argument("--json", action="store_true")
 
 
-def add_characters_parser(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction) -> None:
     """Register ``characters`` under the top-level subcommands."""
     chars = sub.add_parser("characters", help="fresh player characters: create, edit, list, "
                                               "show, delete, export, import")

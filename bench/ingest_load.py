@@ -1,4 +1,4 @@
-"""Turn latency while the daemon ingests a large campaign (issue 19 item 9).
+"""Turn latency while the daemon ingests a large campaign: ingestion must not stall play.
 
 A real daemon with the pattern planner and skills-only turns (``execute_only``), so
 the model is out of it: what a turn waits for is the store and the embedder, the
@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from narratoria.clients.bench import machine
-from narratoria.clients.bench_turn import BenchDaemon
+from narratoria.bench.daemon import ServeDaemon
+from narratoria.bench.report import machine
 
 PROMPTS = ["I look around the hall", "I ask the keeper about the road", "I check my pack",
            "I listen at the door", "I walk to the window", "I search the shelves"]
@@ -58,7 +58,7 @@ def _p(values: list[float], q: float) -> float | None:
 
 
 def run(files: int, turns: int, progress: bool = True) -> dict[str, Any]:
-    from narratoria.clients.bench_ingest import generate_campaign
+    from narratoria.bench.ingest import generate_campaign
     from narratoria.clients.client import NarratoriaClient
 
     def say(text: str) -> None:
@@ -68,9 +68,9 @@ def run(files: int, turns: int, progress: bool = True) -> dict[str, Any]:
     folder = Path(tempfile.mkdtemp(prefix="nbil-", dir="/tmp"))  # a short socket path
     campaign = generate_campaign(folder / "campaign", files=files)
     say(f"starting a daemon (pattern planner) in {folder}")
-    daemon = BenchDaemon(folder, "--planner", "pattern")
+    daemon = ServeDaemon(folder, "--planner", "pattern")
     try:
-        with NarratoriaClient(f"unix://{daemon.socket}", timeout_s=900) as client:
+        with NarratoriaClient(daemon.address, timeout_s=900) as client:
             session = client.create_session(campaign="ninth_milestone", title="bench").id
             for i in range(2):  # warm: first-call costs (the skill processes, caches)
                 _turn(client, session, i)
@@ -85,7 +85,7 @@ def run(files: int, turns: int, progress: bool = True) -> dict[str, Any]:
             def ingest() -> None:
                 started = time.perf_counter()
                 try:
-                    with NarratoriaClient(f"unix://{daemon.socket}", timeout_s=3600) as other:
+                    with NarratoriaClient(daemon.address, timeout_s=3600) as other:
                         for item in other.ingest_campaign(str(campaign)):
                             if item.result_json:
                                 outcome["result"] = json.loads(item.result_json)
