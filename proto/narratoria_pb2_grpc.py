@@ -190,7 +190,7 @@ class NarratoriaServicer:
         raise NotImplementedError('Method not implemented!')
 
     def CancelTurn(self, request, context):
-        """Cancel the session's turn in flight (architecture §9.5): its skill processes are
+        """Cancel the session's turn in flight: its skill processes are
         killed and nothing of it is stored; its Turn stream ends with CANCELLED. A turn
         already storing its outcome is not cancelled (cancelled = false, with the reason).
         """
@@ -237,7 +237,7 @@ class NarratoriaServicer:
 
     def GetSessionView(self, request, context):
         """Everything the page draws after a state change, in one call: the state with
-        hidden stats removed, visible stat definitions, resolved icons (§6.2.13),
+        hidden stats removed, visible stat definitions, resolved icons (docs/campaigns.md),
         inventory, NPCs and the choices. Same ownership rule as GetState.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -260,7 +260,7 @@ class NarratoriaServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetSkillConfig(self, request, context):
-        """Skill settings (§3.3), through the daemon: it owns the settings files.
+        """Skill settings (docs/skills.md), through the daemon: it owns the settings files.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -281,7 +281,7 @@ class NarratoriaServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListCharacters(self, request, context):
-        """Fresh player characters (§6.2.7) in the daemon's data dir.
+        """Fresh player characters (docs/campaigns.md) in the daemon's data dir.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -1027,7 +1027,7 @@ class Narratoria:
 
 
 class StoreStub:
-    """The persistence layer (skill-state-persistence.md) for skill processes. Every
+    """The persistence layer (docs/store.md) for skill processes. Every
     call needs metadata `x-narratoria-skill-token`; the token binds the call to
     one invocation's playthrough, so a skill never sees another playthrough.
     A request with `skill_scope` set works instead on the calling skill's own
@@ -1086,7 +1086,7 @@ class StoreStub:
 
 
 class StoreServicer:
-    """The persistence layer (skill-state-persistence.md) for skill processes. Every
+    """The persistence layer (docs/store.md) for skill processes. Every
     call needs metadata `x-narratoria-skill-token`; the token binds the call to
     one invocation's playthrough, so a skill never sees another playthrough.
     A request with `skill_scope` set works instead on the calling skill's own
@@ -1199,7 +1199,7 @@ def add_StoreServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class Store:
-    """The persistence layer (skill-state-persistence.md) for skill processes. Every
+    """The persistence layer (docs/store.md) for skill processes. Every
     call needs metadata `x-narratoria-skill-token`; the token binds the call to
     one invocation's playthrough, so a skill never sees another playthrough.
     A request with `skill_scope` set works instead on the calling skill's own

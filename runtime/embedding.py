@@ -7,7 +7,7 @@
   benchmarks. It hashes word and character n-grams, so equal texts embed equally
   and texts sharing words are somewhat close, but it has no notion of meaning.
 
-Every backend names its model and version; stored vectors record both (§9.4) so
+Every backend names its model and version; stored vectors record both so
 a store can tell which vectors a model change has made stale.
 """
 
@@ -249,7 +249,7 @@ def _check_dimensions(wanted: int, model: str, actual: int) -> None:
 
 @dataclass(frozen=True)
 class BackendIdentity:
-    """What a backend's vectors are stored under (§9.4), known before it loads."""
+    """What a backend's vectors are stored under (model and version), known before it loads."""
 
     model: str
     version: str

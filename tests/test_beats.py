@@ -1,8 +1,10 @@
-"""Plot beats (architecture §7.5, §6.2.5): beat files read and checked, and the tracker
-that decides at every scene transition which beat happens (SC-035: within 2 scenes).
+"""Plot beats (docs/campaigns.md, "Plot beats"): beat files read and checked, and the
+tracker that decides at every scene transition which beat happens (a due beat within 2
+scenes).
 
-Real beat files in tmp_path, real YAML and JSON parsing; the SC-035 property runs the
-tracker over random campaigns and scene sequences against a plain restatement of the rules.
+Real beat files in tmp_path, real YAML and JSON parsing; the two-scene deadline, as a
+property, runs the tracker over random campaigns and scene sequences against a plain
+restatement of the rules.
 """
 
 from __future__ import annotations
@@ -118,7 +120,7 @@ def test_one_beat_files_beat_lists_and_prose_beats_are_all_read(tmp_path: Path):
     assert beats["opening_encounter"].guidance == "The Meeting"  # nothing else to say
 
     dream = beats["dream"]
-    assert dream.requires == ("vision",)                           # plot_requirements (§6.2.4)
+    assert dream.requires == ("vision",)                           # plot_requirements
     assert dream.guidance.startswith("The dream comes back sharper: the narrator should let")
     assert (dream.priority_name, dream.skippable) == ("high", True)
 
@@ -572,7 +574,7 @@ def test_beats_read_from_files_drive_the_tracker(tmp_path: Path):
     assert t3.guidance[0].startswith("The Dream Returns: The dream comes back sharper")
 
 
-# -- SC-035, as a property -------------------------------------------------------------------
+# -- the two-scene deadline, as a property ----------------------------------------------------
 
 FLAGS = ("f0", "f1", "f2")
 
@@ -616,7 +618,7 @@ def allowed(b: Beat, scene: int, triggered_at: dict[str, int]) -> bool:
 
 def met(b: Beat, scene: int, triggered_at: dict[str, int], flags: dict, level: int,
         perception: int) -> bool:
-    """The rules of §7.5 restated plainly: may ``b`` happen at the transition into ``scene``?"""
+    """The beat rules restated plainly: may ``b`` happen at the transition into ``scene``?"""
     if not allowed(b, scene, triggered_at):
         return False
     for c in b.state:
@@ -658,7 +660,7 @@ def test_sc035_an_eligible_beat_triggers_within_two_scenes(beats, sequence):
             assert max(b.priority for b in waiting) <= t.triggered[0].priority
         tracker = t.tracker
     for beat_id, scene in first_met.items():
-        if scene + 2 <= last:  # SC-035
+        if scene + 2 <= last:  # a due beat triggers within 2 scenes
             assert scene <= triggered_at.get(beat_id, 10**6) <= scene + 2, beat_id
     for beat_id, scene in skipped_at.items():
         assert beat_id not in triggered_at

@@ -1,5 +1,5 @@
 """The built-in campaigns (campaigns/): both load, the minimal one is minimal, the rich one
-uses every part of the campaign format (architecture §6.2).
+uses every part of the campaign format (docs/campaigns.md).
 
 Real files, real parsers: these are the campaigns a player starts, so whatever the
 validator, the stat, item, beat and asset loaders say about them is what a session gets.
@@ -60,7 +60,7 @@ def test_validates_without_errors(root):
     report = validate(root)
     assert report.errors == [], "\n".join(map(str, report.errors))
     assert report.manifest is not None and report.manifest.id == root.name
-    # The only warning allowed is the §6.2.14 notice about generated assets.
+    # The only warning allowed is the notice counting generated assets.
     assert [p for p in report.warnings if p.field != "generated"] == []
 
 
@@ -80,7 +80,7 @@ def test_listed_as_valid_builtin_campaigns():
     assert not any(e.path.name == "tools" for e in entries.values())  # the art script is no campaign
 
 
-# -- the minimal campaign (SC-040) -------------------------------------------------------
+# -- the minimal campaign (fewer than five files) ----------------------------------------
 
 def test_minimal_has_fewer_than_five_files():
     assert len(_all_files(MINIMAL)) < 5
@@ -189,7 +189,7 @@ def test_rich_art_with_sidecars_and_provenance():
     for image in images:
         relative = image.relative_to(RICH).as_posix()
         assert image.stat().st_size < 30_000, relative
-        record = records[relative]  # loaded: its provenance passed §6.2.14
+        record = records[relative]  # loaded: its provenance passed
         assert (RICH / f"{relative}.keywords.txt").is_file()
         assert record.sidecar and record.alt_text
         assert record.generated and record.provenance is not None

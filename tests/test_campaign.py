@@ -1,4 +1,5 @@
-"""Campaign folders read as the ingestion pipeline reads them (§6.2.15 phases 1-3, §6.2.16).
+"""Campaign folders read as the ingestion pipeline reads them (phases 1-3, and
+validation; docs/campaigns.md, "Ingestion").
 
 Real files from tests/fixtures/campaigns, real YAML and JSON parsing, real tiktoken.
 """
@@ -255,7 +256,7 @@ def test_stat_range_checks(tiny: Path):
 def test_a_missing_asset_and_a_sidecar_beside_nothing_are_warnings(tiny: Path):
     (tiny / "art" / "characters" / "merlin.png").unlink()
     report = validate(tiny)
-    assert report.ok  # warnings do not stop a campaign from loading (§6.2.15 step 2.3)
+    assert report.ok  # warnings do not stop a campaign from loading
     assert [str(p) for p in report.warnings] == [
         "art/characters/merlin.png.keywords.txt:1: -: keywords sidecar for "
         "art/characters/merlin.png, which does not exist",

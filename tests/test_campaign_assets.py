@@ -1,4 +1,5 @@
-"""Campaign art and music as phase 5 of ingestion describes them, and provenance (§6.2.10-6.2.14).
+"""Campaign art and music as phase 5 of ingestion describes them, and provenance
+(docs/campaigns.md, "Assets", "Provenance").
 
 Real files: images written by Pillow, a WAV written by ``wave``. The FLAC, Ogg
 and MP3 files are built byte by byte from their format specifications (header
@@ -303,7 +304,7 @@ def test_audio_whose_duration_is_not_in_its_header_has_none(tmp_path: Path):
         "music/noise.flac": (None, None), "music/noise.wav": (None, None)}
 
 
-# -- provenance (§6.2.14) ---------------------------------------------------------------------
+# -- provenance ---------------------------------------------------------------------------------
 
 PROVENANCE = ("provenance:\n  source_model: ollama/gemma:2b\n  generated_at: 2026-02-03T11:00:00Z\n"
               "  seed_data: I am bread\n  version: 1.0.0\n")

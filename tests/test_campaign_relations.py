@@ -1,4 +1,4 @@
-"""The relationship graph of §6.2.15 phase 7: explicit references, links, mentions and assets."""
+"""The relationship graph (ingestion's phase 7): references, links, mentions and assets."""
 
 from __future__ import annotations
 

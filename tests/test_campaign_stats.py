@@ -1,4 +1,4 @@
-"""Campaign stats and items (architecture §6.2.8, §6.2.5, §6.2.6) bound to session state (§2.6.2).
+"""Campaign stats and items (docs/campaigns.md, "Stats", "Items") bound to session state.
 
 Real campaign folders written into tmp_path, read by the real loaders and checked
 by the real ``validate``; no mocks.
@@ -131,7 +131,7 @@ def test_hidden_stats_are_tracked_but_not_visible(campaign: Path):
     })
     registry = load_stats(campaign)
     assert sorted(s.id for s in registry.hidden()) == ["heat", "omens", "suspicion"]
-    # Grouped by category, then by label (§6.2.8 UI Rendering).
+    # Grouped by category, then by label.
     assert [(s.category, s.name) for s in registry.visible()] == [
         ("general", "Gold"),
         ("general", "Trust"),
@@ -175,7 +175,7 @@ def test_a_write_to_a_stat_is_clamped_into_its_range(campaign: Path):
     assert registry.clamp("player.stats.health", 72) == 72
     assert registry.clamp("npcs.owen.stats.trust", 11.5) == 10
     assert registry.clamp("player.stats.unknown", 150) == 150      # not a stat: left alone
-    assert registry.clamp("player.stats.health", "abc") == "abc"   # §2.6.5: shown as invalid
+    assert registry.clamp("player.stats.health", "abc") == "abc"   # shown as invalid
 
 
 def test_clamp_patch_clamps_every_stat_a_state_patch_writes(campaign: Path):
@@ -349,7 +349,7 @@ def test_items_load_with_their_stat_effects(with_items: Path):
     stats = load_stats(with_items)
     catalog = load_items(with_items, stats)
     assert sorted(catalog.items) == ["healing_potion", "locket", "oak_staff", "short_sword"]
-    sword = catalog.get("weapon.short_sword")  # §6.2.8's item_context names the file
+    sword = catalog.get("weapon.short_sword")  # a stat's item_context names the file
     assert sword is catalog.get("short_sword")
     assert (sword.name, sword.type, sword.damage, sword.weight, sword.category) == \
         ("Short Sword", "weapon", "1d6", 3, "melee")

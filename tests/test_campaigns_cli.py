@@ -1,5 +1,5 @@
-"""`narratoria campaigns related|assets` (clients/campaigns_cli.py) and the graph and
-assets a LoadedCampaign keeps (campaign/loaded.py): real campaigns, no daemon."""
+"""`narratoria campaigns related|assets` (clients/commands/campaign_queries.py) and the
+graph and assets a LoadedCampaign keeps (campaign/loaded.py): real campaigns, no daemon."""
 
 from __future__ import annotations
 

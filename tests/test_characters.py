@@ -1,4 +1,5 @@
-"""Player characters (§6.2.6, §6.2.7): fresh characters on disk, the CLI, and realisation.
+"""Player characters: fresh characters on disk, the CLI, and realisation
+(docs/campaigns.md, "Player characters").
 
 Everything runs on real files under tmp_path (the data directory is pointed
 there with NARRATORIA_DATA_DIR), real images written with Pillow, and, for
@@ -49,7 +50,7 @@ def image_bytes(fmt: str, size: tuple[int, int] = (64, 64), color=(200, 30, 30))
     return out.getvalue()
 
 
-PORTRAIT = image_bytes("PNG")  # a fresh character always has one (§6.2.7)
+PORTRAIT = image_bytes("PNG")  # a fresh character always has one
 
 
 def write_image(path: Path, fmt: str, size=(64, 64), color=(200, 30, 30)) -> Path:

@@ -37,7 +37,7 @@ def test_at_most_four_and_at_least_three_with_stock_actions():
                                                             "boat")])) == MAX_CHOICES
     topped = fallback_choices(["...", "Wait"])
     assert topped == ["Wait", "Continue", "Look around"]  # topped up, never repeated
-    assert fallback_choices([]) == ["Continue", "Look around", "Wait"]  # §4.2.1's generic set
+    assert fallback_choices([]) == ["Continue", "Look around", "Wait"]  # the generic set
     assert fallback_choices([]) == list(FALLBACK_CHOICES[:MIN_CHOICES])
     # A line that is no move never reaches the menu, whoever wrote it (a skill too).
     assert clean_choices(["Option a", "Take the hot", "Ask the sword", "Open the door"]) == [

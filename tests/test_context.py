@@ -1,4 +1,4 @@
-"""Context assembly (architecture §5.3.1): precedence order, No-Shadow rule, player
+"""Context assembly (docs/scene.md, "Context precedence"): precedence order, No-Shadow rule, player
 agency and the token budget, measured with the real tiktoken encoding."""
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def label_of(text: str, body: str) -> str:
     return lines[lines.index(body.splitlines()[0]) - 1]
 
 
-# -- the Merlin example of §5.3.1 ----------------------------------------------------------
+# -- the Merlin example: frontmatter against another file's prose ---------------------------
 
 def test_merlin_frontmatter_is_binding_and_morgana_prose_cannot_override_it():
     result = assemble(merlin_fragments(), 2000)

@@ -34,7 +34,7 @@ def test_a_built_in_campaign_starts_from_its_state_and_cast(pattern_daemon):
         session = client.create_session(campaign="long_ebb", title="ebb")
         assert session.campaign == "long_ebb"
         state = state_of(client, session.id)
-        # drowned_regard (50) is hidden: no front-end answer carries it (issue 20 item 8).
+        # drowned_regard (50) is hidden: no front-end answer carries it.
         assert state["player"]["stats"] == {"vigour": 100, "lamp_oil": 3, "nerve": 7}
         assert state["npcs"]["odile_venn"]["stats"]["trust"] == 4  # an NPC stat
         assert set(state["player"]["inventory"]) == {"tide_lantern", "boathook", "lamp_oil_flask"}

@@ -1,4 +1,4 @@
-"""The world reacts to deeds (issue 20 item 7), through a real daemon with the default
+"""The world reacts to deeds, through a real daemon with the default
 model: a deed done to a campaign's NPC or faction changes that NPC's opinion or that
 faction's standing in the session's state (the real skills, the real store), under the
 ids the campaign uses; asking where one stands reads the same record back; a look

@@ -1,4 +1,4 @@
-"""The deed sense (issue 20 item 7): a trained classifier reads the deeds and standing
+"""The deed sense: a trained classifier reads the deeds and standing
 questions no verb list knows, with the real MiniLM and the shipped weights; the weights
 are current with the datasets they name; ``narratoria train deeds`` fits them again;
 and names are found where players put them (after "on", first in the input, typed in
@@ -43,7 +43,7 @@ def sense(embedder) -> DeedSense:
 
 def test_the_shipped_weights_are_current_with_their_datasets(embedder):
     """Editing a training set without running ``narratoria train deeds`` fails here."""
-    from narratoria.clients.train_cli import SKILLS_MARK, deed_examples
+    from narratoria.clients.commands.train import SKILLS_MARK, deed_examples
 
     model = SenseModel.load()
     assert model.datasets and model.embedder == deed_sense.embedder_name(embedder)

@@ -1,4 +1,4 @@
-"""dice-roller's default rules (architecture §7.4) and its NPC perception modifier (§4.2.3).
+"""dice-roller's default rules and its NPC perception modifier (docs/rules.md).
 
 The bands are checked by running scripts/roll-dice directly with the seeded pseudo
 source (the test predicts the dice with the same generator); the perception modifier

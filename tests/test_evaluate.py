@@ -283,7 +283,7 @@ HELD_OUT_CAMPAIGNS = {"planner_deeds_heldout4.jsonl": "tests/data/heldout/vellga
 
 
 def test_held_out_deeds_are_separate_from_everything_tuned_on():
-    """The deed held-out sets (issue 20 item 7) were written by helpers who never saw the
+    """The deed held-out sets were written by helpers who never saw the
     code or the other sets, and are only measured: no sentence of them is in a set the
     deed sense is fitted on (every ``planner_deeds_*`` set but these), a development
     case, a route example or a narration example, and neither leaks into the other."""

@@ -1,5 +1,5 @@
-"""Grounding (§6.2.10): campaign facts reach the narrator first, and the turn logs
-which facts the narration used and which of its details were generated."""
+"""Grounding (docs/scene.md, "Grounding"): campaign facts reach the narrator first, and
+the turn logs which facts the narration used and which of its details were generated."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Hidden stats never reach any front-end (issue 20 item 8), through a real daemon.
+"""Hidden stats never reach any front-end, through a real daemon.
 
 ``long_ebb`` has a hidden stat, ``player.stats.drowned_regard`` (``stats/hidden/``).
 Every answer of the front-end service is read here through the raw gRPC stubs (no

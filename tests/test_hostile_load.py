@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from narratoria.clients.client import NarratoriaClient
-from narratoria.clients.loadtest import leaked_processes
+from narratoria.bench.loadtest import leaked_processes
 
 from conftest import FIXTURE_SKILLS, REPO, fixture_processes, process_alive
 from support.daemon import HASH_EMBEDDER, Daemon

@@ -1,4 +1,4 @@
-"""State-bound UI icons (architecture §6.2.13): the index and each step of its resolution,
+"""State-bound UI icons (docs/campaigns.md, "Icons"): the index and each step of its resolution,
 and the session view a front-end draws (hidden stats never in it, bad values as null).
 
 Real campaign folders under tmp_path with real files; the built-in long_ebb for the

@@ -1,6 +1,6 @@
 """What a light import pulls in: reading a session's state, or starting the CLI for
-`--help`, never loads DuckDB, numpy, torch, Ray or the model bindings (issue 21 item 8;
-`narratoria --help` is measured in BENCHMARKS.md, not timed here)."""
+`--help`, never loads DuckDB, numpy, torch, Ray or the model bindings (so that
+the CLI starts fast; `narratoria --help` is measured in BENCHMARKS.md, not timed here)."""
 
 from __future__ import annotations
 

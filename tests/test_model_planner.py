@@ -368,7 +368,7 @@ def test_narration_is_in_the_second_person_and_ends_at_a_sentence(planner) -> No
     paragraphs = [p for p in text.split("\n\n") if p.strip()]
     assert 1 <= len(paragraphs) <= 3 and "\n" not in text.replace("\n\n", "")
     if len(text.split()) >= 70:
-        assert len(paragraphs) >= 2, text  # §4.1.1: 2-3 paragraphs
+        assert len(paragraphs) >= 2, text  # 2-3 paragraphs
     assert planner.last_stats.tokens > 8
     # Layout: a paragraph ends after two sentences and 30 words; three at most; the
     # model's own breaks count while there is room and become spaces after.

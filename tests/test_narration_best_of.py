@@ -1,4 +1,4 @@
-"""Story-mode narration with the real SmolLM2 model (issue 20 item 4): best of N by the
+"""Story-mode narration with the real SmolLM2 model (docs/scene.md, "Narration"): best of N by the
 eval's own scorers, the unsafe fallback, and prose that begins with the engine's lead.
 """
 

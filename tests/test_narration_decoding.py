@@ -1,4 +1,4 @@
-"""Narration's decoding constraints (issue 20 item 4) with the default model's real
+"""Narration's decoding constraints (docs/scene.md, "Narration") with the default model's real
 tokenizer: meta words and the narrator's "I" kept out, "I" allowed inside quotes, the
 previous turn's n-grams pushed down (runtime/planner/decoding.py)."""
 

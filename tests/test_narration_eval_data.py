@@ -1,4 +1,4 @@
-"""The narration eval's scripts and held-out material (tests/data/, issue 20 items 1-2):
+"""The narration eval's scripts and held-out material (tests/data/):
 every line valid, the development and held-out splits disjoint, the held-out campaign a
 valid campaign of its own."""
 

@@ -1,4 +1,4 @@
-"""`serve --narration-mode` and `--narration-candidates` (issue 20 item 4): bad values
+"""`serve --narration-mode` and `--narration-candidates`: bad values
 are refused before anything starts, naming the flag."""
 
 from __future__ import annotations

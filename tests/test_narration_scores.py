@@ -1,5 +1,5 @@
 """The narration eval's scorers on hand-written narrations: each catches the bad
-examples issue 20 quotes and passes clean prose (runtime/planner/narration_scores.py)."""
+examples the 135M narrator wrote and passes clean prose (runtime/planner/narration_scores.py)."""
 
 from __future__ import annotations
 
@@ -265,7 +265,7 @@ def test_dice_outcome_must_be_stated() -> None:
 
 
 def test_a_bare_roll_must_at_least_be_reflected() -> None:
-    # Issue 20: "A roll of 8 on 1d20+5 changed nothing in the text."
+    # A narration that ignores its roll: "A roll of 8 on 1d20+5 changed nothing in the text."
     assert not ns.dice_consistency("The gulls cry over the quay.", 13, None).consistent
     assert ns.dice_consistency("Thirteen: the lock holds fast.", 13, None).consistent
     assert ns.dice_consistency("You rolled 13 and the door swings open.", 13, None).consistent

@@ -1,5 +1,5 @@
-"""A new session starts with its campaign's opening (issue 20 item 6), and every turn's
-menu comes from the world (item 5), through a real daemon: the opening narration and
+"""A new session starts with its campaign's opening, and every turn's
+menu comes from the world, through a real daemon: the opening narration and
 choices are on the session before the player types, in the terminal and in the web
 page's view alike, stored as scene 0 (a resume and a branch show them), and free text
 is on by default."""
@@ -79,7 +79,7 @@ def test_the_terminal_shows_the_opening_before_the_player_types(pattern_daemon):
 
 
 def test_the_web_pages_first_view_is_the_opening_with_free_text_on(pattern_daemon):
-    from test_web_gateway import LiveGateway  # the gateway under uvicorn, as its tests run it
+    from support.web import LiveGateway  # the gateway under uvicorn, as its tests run it
 
     client = NarratoriaClient(f"unix://{pattern_daemon.socket}")
     live = LiveGateway(client)

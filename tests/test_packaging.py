@@ -1,6 +1,6 @@
 """The wheel is a real package: built from the checkout and installed into a fresh venv,
 it runs from a folder outside the checkout with every subpackage, the built-in skills
-and the built-in campaigns (issue 21 item 1).
+and the built-in campaigns.
 
 The fresh venv borrows the dependencies (ray, torch, llama-cpp…) from this one by a plain
 path line, which adds the folder but runs none of its .pth files, so the checkout's

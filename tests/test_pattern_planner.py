@@ -1,4 +1,4 @@
-"""The pattern-based planner (§5.4) over the real skill registry."""
+"""The pattern-based planner over the real skill registry."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""Deeds (issue 20 item 7): the engine reads what an act does to an NPC or a faction,
-the routed planner writes the skills' inputs from that reading, and the eval checks
-those inputs. The reading is pure; the planner tests use the real MiniLM router and
-the real model; the skills' own tables are read from the shipped scripts."""
+"""Deeds (docs/scene.md, "The engine decides"): the engine reads what an act does to an
+NPC or a faction, the routed planner writes the skills' inputs from that reading, and
+the eval checks those inputs. The reading is pure; the planner tests use the real MiniLM
+router and the real model; the skills' own tables are read from the shipped scripts."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""What a scene holds for the menu, and a session's opening, read from real campaigns
-(issue 20 items 5 and 6): ``runtime/turn/scene_world.py``, no model."""
+"""What a scene holds for the menu, and a session's opening, read from real campaigns:
+``runtime/turn/scene_world.py``, no model."""
 
 from __future__ import annotations
 

@@ -200,7 +200,8 @@ def test_skills_check_passes():
     assert not skills_check(SKILL)["findings"]
 
 
-# ---- SC-007 benchmark (not a test: timings depend on the machine, so nothing asserts them)
+# ---- recall benchmark, under 500 ms for 1000+ events
+# (not a test: timings depend on the machine, so nothing asserts them)
 #
 #   .venv/bin/python -c "import sys; sys.path[:0] = ['tests']; import test_skill_memory as t; \
 #       print(t.benchmark_recall())"

@@ -274,7 +274,7 @@ def test_decay_is_applied_when_read_and_before_an_update(perception_daemon):
 
 def test_sc028_a_helped_npc_ends_more_than_30_points_above_a_betrayed_one(perception_daemon):
     with perception_daemon.client() as client:
-        sid = client.create_session(title="SC-028").id
+        sid = client.create_session(title="perception").id
         same_start = {"factionReputation": 10, "traitAffinity": 10, "variance": 100, "seed": 28}
         steps = [init("i1", "helped_npc", **same_start), init("i2", "betrayed_npc", **same_start)]
         steps += [update(f"h{i}", "helped_npc", "helped") for i in range(3)]

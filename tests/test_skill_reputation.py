@@ -185,7 +185,7 @@ def test_a_multi_faction_update_whose_second_faction_is_invalid_changes_nothing(
         probe = install_skill(daemon.skills_root, "adjust-probe", "adjust", f"""#!{sys.executable}
 import sys
 sys.dont_write_bytecode = True
-from narratoria.clients import skillkit as kit
+from narratoria import skillkit as kit
 
 def main(out, params):
     with kit.Store() as store:
@@ -320,7 +320,7 @@ def _update(monkeypatch, capsys, path: Path, fail_on: int | None, request: dict)
 
 
 def _seed(path: Path, records: list[dict]) -> None:
-    from narratoria.clients import skillkit
+    from narratoria import skillkit
 
     with FlakyStore(skillkit, path, None) as store:
         for record in records:
@@ -329,7 +329,7 @@ def _seed(path: Path, records: list[dict]) -> None:
 
 def _stored(path: Path) -> dict[str, dict]:
     """Every faction record as stored (the decayed score, computed at read time, left out)."""
-    from narratoria.clients import skillkit
+    from narratoria import skillkit
 
     with FlakyStore(skillkit, path, None) as store:
         return {r["factionId"]: {k: v for k, v in r.items() if k != "decayedScore"}

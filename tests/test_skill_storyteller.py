@@ -1,5 +1,5 @@
 """storyteller/narrate through a real daemon: the daemon's model by default, and a hosted
-provider that fails or hangs falls back to it within 10 s (SC-009), logging why."""
+provider that fails or hangs falls back to it within 10 s, logging why."""
 
 from __future__ import annotations
 

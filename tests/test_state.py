@@ -1,4 +1,4 @@
-"""Session state: §2.4 deep merge, dot paths, stat clamping and persistence (§2.6)."""
+"""Session state (docs/state.md): deep merge, dot paths, stat clamping and persistence."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ FAST = settings(max_examples=150, deadline=None, database=None)
 
 
 # --------------------------------------------------------------------------
-# §2.4 deep merge
+# deep merge (docs/state.md, "Deep merge")
 
 
 def test_spec_example_nested_object_merge() -> None:
@@ -395,7 +395,7 @@ PATCHES_WITHOUT_NULL = _trees(SCALARS)
 
 
 def oracle_merge(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
-    """§2.4 written functionally, independent of the implementation under test."""
+    """The deep-merge rules written functionally, independent of the implementation under test."""
     result = copy.deepcopy(target)
     for key, value in patch.items():
         if value is None:

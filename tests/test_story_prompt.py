@@ -1,4 +1,5 @@
-"""Story mode's prompt (issue 20 item 4): the action told as "You …", the scene as prose.
+"""Story mode's prompt (docs/scene.md, "Narration"): the action told as "You …", the
+scene as prose.
 
 Pure functions, no model: runtime/planner/story.py.
 """

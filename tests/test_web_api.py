@@ -73,7 +73,7 @@ def test_list_campaigns_names_the_built_in_ones(client):
     ebb = campaigns["long_ebb"]
     assert ebb.title == "The Long Ebb" and ebb.builtin and ebb.valid and ebb.version == "1.0.0"
     assert "nineteen years" in ebb.description
-    assert ebb.free_text  # no allowFreeText in its manifest: free text is on (issue 20 item 6)
+    assert ebb.free_text  # no allowFreeText in its manifest: free text is on
     assert Path(ebb.path).resolve() == LONG_EBB.resolve()
 
 
@@ -250,7 +250,7 @@ def test_characters_are_created_listed_edited_and_deleted(web, client):
     err = error_of(lambda: client.save_character("too short", png()))
     assert err.code == "INVALID_ARGUMENT" and err.message.startswith("description:"), err
     err = error_of(lambda: client.save_character(DESCRIPTION, b""))
-    assert err.message.startswith("portrait:"), err  # a fresh character needs one (§6.2.7)
+    assert err.message.startswith("portrait:"), err  # a fresh character needs one
     assert client.list_characters() == before
 
     made = client.save_character(DESCRIPTION, png(), name="Wren")

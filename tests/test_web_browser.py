@@ -1,4 +1,4 @@
-"""The web page in a real headless Chromium (issue 9): the Debian ``chromium`` package,
+"""The web page in a real headless Chromium: the Debian ``chromium`` package,
 driven by Playwright; nothing downloads a browser.
 
 One daemon (pattern planner, the real model narrating) and one gateway for the module.
@@ -31,7 +31,7 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not 
 
 from conftest import REPO, linked_test_skills  # noqa: E402
 from narratoria.clients.client import NarratoriaClient  # noqa: E402
-from test_web_gateway import LiveGateway  # noqa: E402
+from support.web import LiveGateway  # noqa: E402
 
 ECHO = "echo/echo"  # a test skill, registered in the daemon (linked_test_skills)
 ARTIFACTS = Path(os.environ.get("NARRATORIA_ARTIFACTS") or REPO / "tests" / "artifacts") / "web"
@@ -175,7 +175,7 @@ def test_play_three_turns_with_a_dice_roll_and_a_stat_change(page, gateway):
     placeholder = page.locator(".entry.current .ui-placeholder")
     assert "echoed" in placeholder.inner_text() and '"key": "player"' in placeholder.inner_text()
     shot(page, "04-stat-change")
-    # An invalid value (§2.6.5) is shown as "—" and breaks nothing.
+    # An invalid value (not a finite number) is shown as "—" and breaks nothing.
     bad = {**plan, "requestId": f"web-{uuid.uuid4().hex[:8]}", "narrative": "Your nerve frays.",
            "tools": [{**plan["tools"][0], "input": {"key": "player",
                                                     "value": {"stats": {"nerve": "abc"}}}}]}

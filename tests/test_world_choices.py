@@ -1,4 +1,4 @@
-"""The menu the model ranks (issue 20 item 5), with the real model and real campaigns:
+"""The menu the model ranks, with the real model and real campaigns:
 never a broken option, one of them toward the plot beat, each on something the scene
 holds. Narrations here are written the way the 135M narrator writes (odd words,
 describing words with no noun after them), where the old menu broke."""

@@ -3,11 +3,11 @@
 
 The images are procedural: shapes and gradients drawn with Pillow from fixed
 seeds, so running this again gives the same pictures. No image model is used.
-Each image gets a ``<image>.keywords.txt`` sidecar (architecture §6.2.12)
-whose frontmatter says how it was made (``generated``/``provenance``,
-§6.2.11 and §6.2.14) and whose lines are its keywords; the keywords match how
+Each image gets a ``<image>.keywords.txt`` sidecar
+whose frontmatter says how it was made (``generated``/``provenance``; see
+docs/campaigns.md, "Provenance") and whose lines are its keywords; the keywords match how
 the campaign's prose describes the same thing, so the narrator's words and the
-picture agree (§6.2.10, "Visual Consistency").
+picture agree.
 
     python campaigns/tools/make_art.py [CAMPAIGN_DIR]   # default: campaigns/long_ebb
 
@@ -208,7 +208,7 @@ def sidecar(art: Art) -> str:
         f"  seed_data: {json.dumps(f'seed {art.seed}, {art.draw.__name__}(): {art.draw.__doc__.strip()}')}",
         f"  version: {VERSION}",
         "---",
-        "# keywords, one a line (§6.2.12)",
+        "# keywords, one a line (docs/campaigns.md, \"Assets\")",
         *art.keywords,
         "",
     ])

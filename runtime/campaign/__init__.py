@@ -1,13 +1,13 @@
-"""Campaigns (architecture §6.2): a folder of text, structured data and art, made searchable.
+"""Campaigns (docs/campaigns.md): a folder of text, structured data and art, made searchable.
 
-The ingestion phases of §6.2.15, one module each: ``discovery`` (phase 1),
+The ingestion phases (docs/campaigns.md, "Ingestion"), one module each: ``discovery`` (phase 1),
 ``manifest`` and ``frontmatter`` (phase 2), ``chunking`` (phase 3), ``ingest``
-(phases 4, 6 and 10, through the persistence layer) and ``validate`` (§6.2.16);
-``stats`` and ``items``, a campaign's stats and items bound to session state (§6.2.8);
-``assets``, art and music described and their provenance enforced (phase 5, §6.2.14);
+(phases 4, 6 and 10, through the persistence layer) and ``validate``;
+``stats`` and ``items``, a campaign's stats and items bound to session state;
+``assets``, art and music described and their provenance enforced (phase 5);
 ``relations``, the relationship graph (phase 7);
 ``package`` (opening ``.narratoria``/``.zip`` packages safely) and ``pack``
-(writing them), §6.3.3; ``catalog``, the campaigns a player can start (§6.3.6).
+(writing them); ``catalog``, the campaigns a player can start.
 Plain Python: the daemon's actors and the CLI call these functions.
 """
 

@@ -1,4 +1,5 @@
-"""Phase 5 of ingestion: a campaign's binary assets described, checked and vetted (§6.2.10-6.2.14).
+"""Phase 5 of ingestion: a campaign's binary assets described, checked and vetted
+(docs/campaigns.md, "Assets", "Provenance").
 
 Art and music stay on disk; what the pipeline keeps is an :class:`AssetRecord`
 per file: its media type and format, image dimensions (read from the header by
@@ -8,14 +9,14 @@ keywords.
 
 Keywords come from the file name (``npc_wizard.png`` → npc, wizard;
 ``stormyNight.ogg`` → stormy, night) followed by the lines of the asset's
-``<asset>.keywords.txt`` sidecar (§6.2.12): the union, as the metadata example
-of §6.2.15 phase 5 shows (``npc_wizard.png`` → npc, wizard, archmage, merlin).
+``<asset>.keywords.txt`` sidecar: the union of both (``npc_wizard.png`` → npc,
+wizard, archmage, merlin).
 
 Whatever else an author says about an asset — ``generated``, ``provenance``,
-``alt_text``, ``loop`` (§6.2.11) — goes in a YAML frontmatter block at the top
-of that same sidecar, the campaign's one format for "text about a file"
-(§6.2.4). A sidecar is not searchable content, so this block is never chunked
-or embedded, and no second kind of file is needed beside every asset::
+``alt_text``, ``loop`` — goes in a YAML frontmatter block (between ``---`` lines) at
+the top of that same sidecar, the campaign's one format for "text about a file". A
+sidecar is not searchable content, so this block is never chunked or embedded, and no
+second kind of file is needed beside every asset::
 
     ---
     generated: true
@@ -26,7 +27,7 @@ or embedded, and no second kind of file is needed beside every asset::
     ---
     wizard
 
-Provenance is enforced here (§6.2.14): an asset that breaks a rule is an
+Provenance is enforced here (docs/campaigns.md, "Provenance"): an asset that breaks a rule is an
 error, with the spec's message, and :func:`load_assets` leaves it out, so no
 part of it reaches the store.
 """
@@ -72,7 +73,7 @@ def generated_warning(count: int) -> str:
 
 
 class Provenance(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """Where a generated asset came from (§6.2.11); required when ``generated`` is true."""
+    """Where a generated asset came from; required when ``generated`` is true."""
 
     source_model: str
     generated_at: datetime
@@ -81,7 +82,7 @@ class Provenance(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
 
 
 class AssetRecord(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """One binary asset as the persistence layer stores it (§6.2.11, §6.2.15 phases 5-6)."""
+    """One binary asset as the persistence layer stores it (ingestion phases 5-6)."""
 
     path: str                              # relative to the campaign folder, "/"-separated
     media_type: MediaType = msgspec.field(name="type")
@@ -106,14 +107,14 @@ def check_assets(root: Path, files: list[CampaignFile] | None = None) -> list[Pr
     """Every problem of the campaign's assets and sidecars, in file order.
 
     Errors: an image that cannot be read, a sidecar that does not parse, and the
-    provenance rules of §6.2.14. Warnings: a sidecar beside nothing, and the
-    count of AI-generated assets (file ``.``) that §6.2.14 shows on every load.
+    provenance rules (docs/campaigns.md, "Provenance"). Warnings: a sidecar beside nothing, and the
+    count of AI-generated assets (file ``.``), shown on every load.
     """
     return _scan(Path(root), files, checksums=False).problems
 
 
 def load_assets(root: Path, files: list[CampaignFile] | None = None) -> list[AssetRecord]:
-    """The records of every asset that passed its checks; a rejected one has none (§6.2.14)."""
+    """The records of every asset that passed its checks; a rejected one has none."""
     return _scan(Path(root), files, checksums=True).records
 
 
@@ -137,7 +138,7 @@ def sidecar_keywords(text: str) -> list[str]:
 
 
 def check_provenance(file: str, text: str, meta: dict[str, Any]) -> list[Problem]:
-    """The §6.2.14 rules over ``meta`` (a sidecar's frontmatter), written in ``file``/``text``."""
+    """The provenance rules over ``meta`` (a sidecar's frontmatter), in ``file``/``text``."""
     problems: list[Problem] = []
     generated = meta.get("generated", False)
     if not isinstance(generated, bool):
@@ -248,7 +249,7 @@ def _describe(f: CampaignFile, sidecar: _Sidecar | None,
             problems.append(problem)
         if size is not None:
             width, height = size
-    elif f.format == "svg":  # state icons (§6.2.13): vector art
+    elif f.format == "svg":  # state icons: vector art
         media_type = "image"
         size, problem = _svg_size(f)
         if problem is not None:

@@ -1,4 +1,4 @@
-"""When plot beats happen: the check at every scene transition (architecture §7.5, SC-035).
+"""When plot beats happen: the check at every scene transition (docs/campaigns.md, "Plot beats").
 
 At the transition into scene N the tracker looks at every beat that has neither
 happened nor been ruled out, with the state as the last scene left it:
@@ -6,7 +6,7 @@ happened nor been ruled out, with the state as the last scene left it:
 - A beat whose conditions all hold (its scene window, its prerequisite beats
   having triggered in an earlier scene, its state, NPC and player-choice
   conditions) becomes *due*. Due is a promise: it triggers within 2 scenes
-  (SC-035) even if the state moves on meanwhile, because "the conditions were
+  even if the state moves on meanwhile, because "the conditions were
   met" is the event the author wrote the beat for.
 - Each scene triggers the most important due beat (critical first, then the one
   due longest, then by id, so a replay gives the same story), and with it every
@@ -48,7 +48,7 @@ from narratoria.runtime.campaign.beats import FALSY, TRUTHY, Beat, NpcCondition,
 from narratoria.runtime.state import SessionState
 from narratoria.runtime.state.paths import get_path
 
-DEADLINE_SCENES = 2   # SC-035: a due beat triggers within this many scenes
+DEADLINE_SCENES = 2   # a due beat triggers within this many scenes
 TRACKER_VERSION = 1
 
 
@@ -278,7 +278,7 @@ def _unreachable(beats: Sequence[Beat], scene: int, triggered: Mapping[str, int]
 
 def replacing(old: Any, new: Mapping[str, Any]) -> dict[str, Any]:
     """A state patch that, deep-merged onto ``old``, leaves exactly ``new``: every key
-    of ``old`` that ``new`` lacks is deleted (``null``, spec §2.4), at every depth."""
+    of ``old`` that ``new`` lacks is deleted (``null`` deletes a key), at every depth."""
     patch: dict[str, Any] = {}
     before = old if isinstance(old, Mapping) else {}
     for key in before:

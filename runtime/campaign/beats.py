@@ -1,10 +1,10 @@
-"""Plot beats as a campaign writes them (architecture §6.2.5, §7.5), checked line by line.
+"""Plot beats as a campaign writes them (docs/campaigns.md, "Plot beats"), checked line by line.
 
 A beat is a moment the author wants the story to reach: a title, what happens,
 how to steer the narrator toward it, and the conditions under which it may
 happen. Campaigns write beats three ways, all read here into one :class:`Beat`:
 
-- one beat a structured file (``plot_beat_vision.yml``, §6.2.5)::
+- one beat a structured file (``plot_beat_vision.yml``)::
 
       entity_type: plot_beat
       entity_id: vision
@@ -25,10 +25,10 @@ happen. Campaigns write beats three ways, all read here into one :class:`Beat`:
         - state_patch: {player.gained_knowledge: true}
       skippable: false
 
-- many beats in one file (``plot/beats.json``, §6.2.11): ``{"beats": [{"id": ...}, ...]}``
+- many beats in one file (``plot/beats.json``): ``{"beats": [{"id": ...}, ...]}``
   or a bare list, each entry shaped as above with ``id`` (or ``entity_id``);
-- a prose file (``plot_beat_vision.txt``, §6.2.2) whose frontmatter holds the
-  fields above (``plot_requirements`` is read as ``requires_beat``, §6.2.4) and
+- a prose file (``plot_beat_vision.txt``) whose frontmatter holds the
+  fields above (``plot_requirements`` is read as ``requires_beat``) and
   whose prose is the narrator's guidance.
 
 A file is a beat file when it says ``entity_type: plot_beat`` or, saying no type,

@@ -1,4 +1,4 @@
-"""Campaign discovery (architecture §6.3.6): the campaigns a player can start.
+"""Campaign discovery (docs/campaigns.md, "Packages"): the campaigns a player can start.
 
 Two sources, in this order: the built-in campaigns (the repository's
 ``campaigns/`` folder, found the way built-in skills are) and the user's

@@ -1,4 +1,5 @@
-"""Phase 1 of ingestion: every file of a campaign folder, content or asset (§6.2.15).
+"""Phase 1 of ingestion: every file of a campaign folder, content or asset
+(docs/campaigns.md, "Layout").
 
 Text the pipeline reads (``.txt``, ``.md``, ``.yml``, ``.yaml``, ``.json``) is
 content; every other file is a binary asset kept on disk and described, never
@@ -21,7 +22,7 @@ from narratoria.runtime.campaign.manifest import MANIFEST_NAMES
 
 CONTENT_FORMATS = frozenset({"txt", "md", "yml", "yaml", "json"})
 STRUCTURED_FORMATS = frozenset({"yml", "yaml", "json"})
-SIDECAR_SUFFIX = ".keywords.txt"  # keywords for the asset it sits beside (§6.2.12)
+SIDECAR_SUFFIX = ".keywords.txt"  # keywords for the asset it sits beside
 # A text file is read, parsed, chunked and embedded whole, and ingestion embeds about ten
 # chunks (~800 bytes each) a second on a 2-core machine: 1 MiB is ~1,300 chunks, about two
 # minutes of the embedder. The built-in campaigns' largest text file is 3.5 KB. A larger

@@ -1,9 +1,9 @@
 """Phase 2 of ingestion: a content file's frontmatter, and what it leaves unsaid inferred.
 
 A ``.txt``/``.md`` file may open with a YAML block between ``---`` lines; its keys
-are the author's (no schema beyond valid YAML, §6.2.4). Fields the author did not
-write are inferred as the table of §6.2.15 step 2.2 says, from the file name
-first (``character_merlin_backstory.txt`` → character, ``merlin``, background),
+are the author's (no schema beyond valid YAML; docs/campaigns.md, "Frontmatter").
+Fields the author did not write are inferred from the file name first
+(``character_merlin_backstory.txt`` → character, ``merlin``, background),
 then from the folder (``characters/npcs/gareth/profile.md`` → ``gareth``), then
 from the prose. ``explicit_fields`` and ``inferred_fields`` say which is which:
 an inferred value is a guess, and only what the author wrote becomes a binding
@@ -31,7 +31,7 @@ ENTITY_TYPES = ("plot_beat", "character", "npc", "lore", "world", "stat", "item"
 FOLDER_TYPES = {"characters": "character", "character": "character", "npcs": "npc", "npc": "npc",
                 "lore": "lore", "world": "world", "plot": "plot_beat", "beats": "plot_beat",
                 "stats": "stat", "items": "item"}
-# Trailing name parts that are an aspect of the entity, not part of its id (§6.2.2).
+# Trailing name parts that are an aspect of the entity, not part of its id.
 ASPECTS = {"backstory": "background", "background": "background", "history": "history",
            "personality": "personality", "goals": "goals", "speech": "speech",
            "relationship": "relationship", "rules": "mechanics", "mechanics": "mechanics",
@@ -186,7 +186,7 @@ def name_hints(file: str) -> _NameHints:
             entity_type, rest = kind, stem[len(kind) + 1:]
             break
     if entity_type is None:
-        # "magicsystemlore" → lore, id "magicsystem" (§6.2.15, example 2). Only a type
+        # "magicsystemlore" → lore, id "magicsystem". Only a type
         # word at either end: "characterization" is not a character.
         for kind in ENTITY_TYPES:
             if stem != kind and (stem.startswith(kind) or stem.endswith(kind)):

@@ -1,4 +1,6 @@
-"""State-bound UI assets (architecture §6.2.13): which icon a front-end draws for a state path.
+"""State-bound UI assets: which icon a front-end draws for a state path.
+
+The rules in prose: docs/campaigns.md, "Icons".
 
 Authors drop images into ``ui/state/`` (named by the state path they stand for,
 ``player.stats.vigour.svg``) and ``ui/items/`` (named by an item id,
@@ -19,8 +21,8 @@ and answers every lookup from memory afterwards, in the spec's resolution order:
 6. **system default**: ``default:<kind>`` (see :func:`default_kind`), which a
    front-end maps onto its own generic icons.
 
-An explicit ``icon`` on an inventory entry or an item definition (§6.2.13
-"Skill Integration") comes before all of these when it names a file of the
+An explicit ``icon`` on an inventory entry or an item definition (a skill may set
+one) comes before all of these when it names a file of the
 campaign; :meth:`IconIndex.explicit` checks that.
 
 Returned paths are relative to the campaign folder (``ui/state/world.location.svg``).

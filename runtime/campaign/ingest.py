@@ -86,7 +86,7 @@ def _campaign_lock(campaign_id: str) -> threading.Lock:
 
 
 class IngestResult(msgspec.Struct, rename="camel"):
-    """The completion record of §6.2.15 phase 10, and what the incremental run did."""
+    """The completion record of ingestion's last phase, and what the incremental run did."""
 
     campaign_id: str
     version: str

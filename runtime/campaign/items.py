@@ -1,8 +1,8 @@
-"""Campaign items (architecture §6.2.8 "Items with Stat-Relevant Data", §6.2.5, §6.2.6).
+"""Campaign items (docs/campaigns.md, "Items").
 
-Items live in ``items/``: JSON files as §6.2.8 shows them (``id``, ``type``,
+Items live in ``items/``: JSON files (``id``, ``type``,
 ``damage``, ``weight``, ``uses``, ``effect``, ``label``, ``category``,
-``behavioral_prompt``) or YAML entity files as §6.2.5 shows them
+``behavioral_prompt``) or YAML entity files
 (``entity_type: item``, ``entity_id``, ``display_name``, ``properties``...).
 Whatever else an author writes is kept in ``properties``: the dice roller and
 the narrator read item data the runtime has no opinion about.
@@ -11,9 +11,9 @@ What the runtime does need checked is what can break a session later: an
 ``effect`` such as ``"health +25"`` must name a stat the campaign defines (a
 typo would otherwise change nothing, silently, every time the potion is drunk),
 numbers must be numbers, and the ``starting_items`` of
-``player_character_constraints.yml`` (§6.2.6) should name items that exist (a
+``player_character_constraints.yml`` should name items that exist (a
 warning only: an item may be just a name in the story). The starting items
-become ``player.inventory`` (§2.6.2), keyed by item id.
+become ``player.inventory`` (docs/state.md, "Conventional paths"), keyed by item id.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ __all__ = [
 
 ITEMS_DIR = "items"
 ITEM_FORMATS = ("json", "yml", "yaml")
-CONSTRAINTS_FILE = "player_character_constraints.yml"  # §6.2.6
+CONSTRAINTS_FILE = "player_character_constraints.yml"
 # An item id becomes a key under player.inventory, one segment of a dotted path.
 _ID = re.compile(r"\w[\w-]*")
 _DICE = re.compile(r"\s*\d*d\d+(?:\s*[+-]\s*\d+)?\s*", re.I)       # "1d6", "2d4+1"
@@ -103,7 +103,7 @@ class ItemDefinition:
     key: str                             # file stem: "weapon.short_sword" (how skills name it)
 
     def inventory_entry(self, quantity: int = 1) -> dict[str, Any]:
-        """Its value under ``player.inventory.<id>`` (shape of §2.6.2 and §6.2.13 examples)."""
+        """Its value under ``player.inventory.<id>`` (an object: name, then the item's fields)."""
         entry: dict[str, Any] = {"name": self.name}
         if self.type:
             entry["type"] = self.type
@@ -118,7 +118,7 @@ class ItemDefinition:
 @dataclass
 class ItemCatalog:
     items: dict[str, ItemDefinition] = field(default_factory=dict)   # by item id, file order
-    starting_items: tuple[str, ...] = ()                              # §6.2.6, as listed
+    starting_items: tuple[str, ...] = ()                              # as the constraints list them
 
     def __iter__(self) -> Iterator[ItemDefinition]:
         return iter(self.items.values())
@@ -130,7 +130,7 @@ class ItemCatalog:
         return isinstance(key, str) and self.get(key) is not None
 
     def get(self, key: str) -> ItemDefinition | None:
-        """By id (``short_sword``) or file stem (``weapon.short_sword``, §6.2.8's item_context)."""
+        """By id (``short_sword``) or file stem (``weapon.short_sword``, a stat's item_context)."""
         found = self.items.get(key)
         if found is None:
             found = next((item for item in self.items.values() if item.key == key), None)
@@ -265,7 +265,7 @@ def _read_item_file(f: CampaignFile, known: set[str], declared: set[str],
     def problem(key: str, message: str) -> None:
         found.append(Problem(name, parsed.line(key), key, message))
 
-    # §6.2.8 names the id `id`, §6.2.5's entity files `entity_id`.
+    # JSON items name the id `id`, YAML entity files `entity_id`.
     id_key = "id" if "id" in data or "entity_id" not in data else "entity_id"
     item_id = data.get(id_key)
     if isinstance(item_id, str):

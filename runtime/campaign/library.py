@@ -1,7 +1,7 @@
 """The campaigns one daemon plays: where each one's files are, each read once.
 
 A session names its campaign by id; a player starts one by id (built-in or user
-campaign, §6.3.6) or by path (a folder or a ``.narratoria``/``.zip`` package). The
+campaign) or by path (a folder or a ``.narratoria``/``.zip`` package). The
 library resolves either to files, remembers which path an id was started from (in
 ``campaigns.json`` in the data dir, so a session started from an arbitrary folder
 still finds its campaign after a daemon restart) and keeps each campaign loaded

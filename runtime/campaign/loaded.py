@@ -4,7 +4,7 @@ Ingestion (``ingest.py``) makes a campaign's prose searchable; this is the rest 
 playthrough needs, read from the same folder once and kept by the daemon:
 
 - the initial state tree: every stat at its default (``player.stats.*``,
-  ``npcs.<id>.stats.*``), the starting inventory and location (§6.2.6, §6.2.8);
+  ``npcs.<id>.stats.*``), the starting inventory and location;
 - the stat ranges, which ``SessionState`` clamps every patch into;
 - the cast: each NPC character file becomes an NPC of the session, so what it knows
   is bounded by what it witnesses (``runtime/turn/npcs.py``);
@@ -98,7 +98,7 @@ class LoadedCampaign:
 
     @functools.cached_property
     def assets(self) -> tuple[AssetRecord, ...]:
-        """The accepted assets (assets.py): a rejected one (§6.2.14) is not among them."""
+        """The accepted assets (assets.py): one its provenance rejected is not among them."""
         return tuple(load_assets(self.root))
 
     @functools.cached_property
@@ -116,7 +116,7 @@ class LoadedCampaign:
 
     @functools.cached_property
     def icons(self) -> IconIndex:
-        """The state-bound UI icons (§6.2.13, icons.py), indexed once per load."""
+        """The state-bound UI icons (icons.py), indexed once per load."""
         return IconIndex.build(self.root)
 
     def initial_state(self) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The campaign's manifest: ``campaign.yml`` or ``manifest.json`` (architecture §6.2.3).
+"""The campaign's manifest: ``campaign.yml`` or ``manifest.json`` (docs/campaigns.md, "Manifest").
 
 Only ``title`` and ``version`` are required; every other field (author, genre,
 tone, content warnings…) is kept as written in ``fields`` for whoever needs it.

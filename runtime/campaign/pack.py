@@ -2,7 +2,7 @@
 
 Only a valid campaign is packed (the problems are the author's to fix first).
 The package holds the campaign under ``campaign/`` and a ``version.txt`` beside
-it, as §6.3.3 lays out. It is deterministic: the same folder gives the same
+it. It is deterministic: the same folder gives the same
 bytes (sorted entries, fixed timestamps and modes), so packages can be compared
 and cached by digest. Hidden files (``.git``, notes) are the author's tooling
 and stay out; a symbolic link is refused, since it would pack whatever it

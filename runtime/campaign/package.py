@@ -1,4 +1,5 @@
-"""Campaign packages: a ``.narratoria`` or ``.zip`` archive of a campaign folder (§6.3.3).
+"""Campaign packages: a ``.narratoria`` or ``.zip`` archive of a campaign folder
+(docs/campaigns.md, "Packages").
 
 A package is accepted wherever a folder is: ``open_campaign`` extracts it into a
 temporary folder for the length of a ``with`` block, and the rest of the
@@ -31,7 +32,7 @@ from narratoria.runtime.campaign.manifest import MANIFEST_NAMES, slug
 from narratoria.runtime.campaign.problems import CampaignError, Problem
 
 PACKAGE_SUFFIXES = (".narratoria", ".zip")
-# Campaigns with art and music run to hundreds of MB (§6.3.7 says up to 500 MB).
+# Campaigns with art and music run to hundreds of MB (a shared one up to 500 MB).
 MAX_UNCOMPRESSED_BYTES = 1 << 30
 MAX_ENTRIES = 50_000
 _DRIVE = re.compile(r"^[A-Za-z]:")

@@ -1,4 +1,4 @@
-"""What is wrong with a campaign, said so that an author can find it (architecture §6.2.16).
+"""What is wrong with a campaign, said so that an author can find it: file, line, field.
 
 Every problem names the file (relative to the campaign folder), the 1-based line
 and the field it is about, so ``narratoria campaigns validate`` can print

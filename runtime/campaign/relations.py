@@ -1,4 +1,4 @@
-"""Phase 7 of ingestion: the relationship graph, "what relates to merlin" (§6.2.15).
+"""Phase 7 of ingestion: the relationship graph, "what relates to merlin".
 
 Edges come only from what the campaign says, so the graph is repeatable and
 every edge can be cited (its ``file`` and ``line``):
@@ -9,7 +9,7 @@ every edge can be cited (its ``file`` and ``line``):
   art/characters/merlin.png``); the edge's ``kind`` is the field's name. Fields
   in :data:`REFERENCE_KEYS` are references even when nothing defines their
   target: those edges dangle, and :func:`dangling` lists them for phase 10.
-  Frontmatter keys are the author's own (§6.2.4), so any other field counts
+  Frontmatter keys are the author's own, so any other field counts
   too, but only when its whole value is a known entity id or name;
 - cross-file links: a Markdown link ``[the ledger](lore/ledger.md)`` in prose;
 - mentions: an entity's id or name as a word in another entity's prose or text
@@ -41,7 +41,7 @@ from narratoria.runtime.campaign.problems import CampaignError
 # Fields that say what a file is, not what it relates to.
 IDENTITY_KEYS = frozenset({"entity_type", "entity_id", "id", "content_type", "priority", "mood",
                            "name", "display_name", "title"})
-# Fields whose values are references by name (§6.2.4 plot_requirements, §6.2.11 references).
+# Fields whose values are references by name (a beat's plot_requirements, an asset's references).
 REFERENCE_KEYS = frozenset({
     "related", "related_to", "relations", "relationships", "references", "links",
     "entity_links", "location", "locations", "starting_location", "faction", "factions",

@@ -1,11 +1,11 @@
-"""Campaign validation (architecture §6.2.16): every problem, with file, line and field.
+"""Campaign validation (docs/campaigns.md): every problem, with file, line and field.
 
 Checks the manifest, that every content file reads as UTF-8 and parses (YAML
 frontmatter, YAML and JSON files), the stats in ``stats/`` and the items in
-``items/`` (§6.2.8; with ``stats`` and ``items``, the modules the runtime loads
+``items/`` (with ``stats`` and ``items``, the modules the runtime loads
 them with, so validation and loading cannot disagree) and that every asset a
 file names exists. Errors make a campaign unloadable; warnings (a missing asset, a sidecar beside nothing) are reported and the
-campaign still loads, as §6.2.15 step 2.3 says ("add warning, continue").
+campaign still loads ("add warning, continue").
 Nothing is embedded or stored: this is the fast check (under 2 s) an author runs
 while writing.
 """
@@ -91,11 +91,11 @@ def validate(root: Path) -> ValidationReport:
     by_file: dict[str, list[Problem]] = defaultdict(list)
     for p in entity_problems + check_items(root, files, stats):
         by_file[p.file].append(p)
-    # Art and music, their sidecars and provenance (§6.2.10-6.2.14); the generated-asset
+    # Art and music, their sidecars and provenance; the generated-asset
     # count is about the campaign as a whole (file "."), so it comes last.
     for p in check_assets(root, files):
         by_file[p.file].append(p)
-    for p in check_beats(root, files):  # plot beats (§7.5): prerequisites, windows, conditions
+    for p in check_beats(root, files):  # plot beats: prerequisites, windows, conditions
         by_file[p.file].append(p)
     problems += _size_problems(everything)
     for f in files:

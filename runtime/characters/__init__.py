@@ -1,4 +1,6 @@
-"""Player characters (architecture §6.2.6, §6.2.7): fresh templates and their realisations.
+"""Player characters: fresh templates and their realisations.
+
+The rules in prose: docs/campaigns.md, "Player characters".
 
 A *fresh* character is what the player writes: a freeform description and a
 portrait, stored in the user's data directory (``store``) and shared between

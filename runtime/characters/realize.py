@@ -1,10 +1,10 @@
-"""Realisation (§6.2.7 "Character Realization"): a fresh character made a campaign's inhabitant.
+"""Realisation: a fresh character made a campaign's inhabitant.
 
 At campaign start the local model turns the player's freeform description into a
 persona (name, archetype, personality, background, goals, speech, stats) under
-the campaign's player-character constraints (§6.2.6). The persona is not kept as
-a document of its own: it becomes ``isPlayer`` chunks (weight tier 2, §5.3.1),
-the player's initial session state, and a ``realizations`` entry on the fresh
+the campaign's player-character constraints. The persona is not kept as
+a document of its own: it becomes ``isPlayer`` chunks (weight tier 2; docs/scene.md,
+"Context precedence"), the player's initial session state, and a ``realizations`` entry on the fresh
 character. Where the spec puts the chunks in ObjectBox, this daemon keeps them in
 a plain file per (campaign, character) pair::
 
@@ -56,7 +56,7 @@ from narratoria.runtime.turn.grounding import lore_scope
 Generate = Callable[[str], str]
 Severity = Literal["none", "warning", "incompatible"]
 CONSTRAINTS_FILES = ("player_character_constraints.yml", "player_character_constraints.yaml")
-PLAYER_TIER = 2  # §5.3.1: the active player identity ranks just below author frontmatter
+PLAYER_TIER = 2  # the active player identity ranks just below author frontmatter
 _CAMPAIGN_ID = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 _RANK = {"none": 0, "warning": 1, "incompatible": 2}
 
@@ -420,7 +420,7 @@ def player_chunks(character_id: str, persona: Persona, violation_state: Severity
 
 def initial_state(character_id: str, realization_id: str, persona: Persona,
                   constraints: CharacterConstraints, violation_state: Severity) -> dict[str, Any]:
-    """The session state tree a playthrough with this character starts from (§6.2.7 phase 3)."""
+    """The session state tree a playthrough with this character starts from."""
     player: dict[str, Any] = {
         "name": persona.name, "race": persona.race, "class": persona.char_class,
         "stats": {k: (int(v) if float(v).is_integer() else v) for k, v in persona.stats.items()},

@@ -1,4 +1,4 @@
-"""Fresh player characters on disk (§6.2.7 "Fresh Character Storage").
+"""Fresh player characters on disk (docs/campaigns.md, "Player characters").
 
 Layout, under the daemon's data directory (``NARRATORIA_DATA_DIR``, else
 ``$XDG_DATA_HOME/narratoria``)::
@@ -83,7 +83,7 @@ class CharacterForbidden(Exception):
 
 
 class RealizationRecord(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """One campaign's use of a fresh character (§6.2.7 ``realizations``)."""
+    """One campaign's use of a fresh character (an entry of its ``realizations``)."""
 
     campaign_id: str
     campaign_title: str
@@ -195,7 +195,7 @@ def prepare_portrait(portrait: bytes | str | os.PathLike[str]) -> bytes:
     and WebP), never by the file name. Aspect ratio is preserved: the image is
     scaled (up or down) until its longer side is 512 px and centred on a
     transparent 512×512 canvas, so a non-square portrait is letterboxed
-    (§6.2.7 "Portrait Handling") rather than cropped or stretched.
+    rather than cropped or stretched.
     """
     data = _read_portrait_source(portrait)
     if len(data) > PORTRAIT_MAX_BYTES:
@@ -296,8 +296,8 @@ class CharacterStore:
 
     def create(self, description: str, portrait: bytes | str | os.PathLike[str] | None,
                name: str | None = None, owner: str = LOCAL_OWNER) -> FreshCharacter:
-        """A fresh character of ``owner``: the player's description and portrait (§6.2.7:
-        both are required, as the on-device models cannot draw one)."""
+        """A fresh character of ``owner``: the player's description and portrait
+        (both are required, as the on-device models cannot draw one)."""
         text = validate_description(description)
         name = _validate_name(name)
         if portrait is None:

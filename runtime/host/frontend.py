@@ -66,7 +66,7 @@ class CampaignSummary:
 
 def free_text_allowed(fields: dict[str, Any]) -> bool:
     """The manifest's ``allowFreeText``: free text is on unless a campaign turns it off
-    (``allowFreeText: false``); the choices are offered either way (issue 20 item 6)."""
+    (``allowFreeText: false``); the choices are offered either way."""
     return fields.get("allowFreeText") is not False
 
 

@@ -1,4 +1,4 @@
-"""What every planner receives and returns (§5.4): the Narrator AI interface."""
+"""What every planner receives and returns: the Narrator AI interface."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Best of N (issue 20 item 4): the narration told sentence by sentence, each sentence
+"""Best of N (docs/scene.md, "Narration"): the narration told sentence by sentence, each sentence
 chosen among N the model wrote side by side, by the narration eval's own scorers.
 
 One round: the model's state after the text so far is shared by N sequences

@@ -1,4 +1,4 @@
-"""The 3–4 choices offered after a turn's narration (architecture §7.1, issue 20 item 5).
+"""The 3–4 choices offered after a turn's narration (docs/scene.md, "Choices").
 
 Options are built from the world, not from the narration's loose words: for a
 campaign scene, :class:`SceneFacts` (``runtime/turn/scene_world.py``) says who is present,
@@ -95,7 +95,8 @@ _DETERMINER = re.compile(
 # Capitalised words inside a sentence are a name ("Old Tom", "the North Sea").
 _NAME = re.compile(r"(?<=[a-z,;:] )([A-Z][a-z]{2,}(?: [A-Z][a-z]{2,})*)\b(?!')")
 
-# §4.2.1's thresholds: perception -100..+100, stats on the usual 3-18 scale.
+# The menu's thresholds (docs/rules.md, "Choices"): perception -100..+100, stats on
+# the usual 3-18 scale.
 HOSTILE_BELOW, FRIENDLY_ABOVE = -30.0, 30.0
 LOW_CHARISMA, HIGH_STEALTH = 8.0, 15.0
 FRIENDLY_VERBS = frozenset({"Talk to", "Ask", "Ask about", "Help", "Call to"})
@@ -103,7 +104,7 @@ SOCIAL_VERBS = frozenset({"Talk to", "Ask", "Ask about", "Call to", "Warn"})
 LOCKABLE = frozenset({"door", "gate", "chest", "cabinet", "lock", "box", "trunk"})
 UNLIKELY = "(unlikely to succeed)"
 
-# The generic set of architecture §4.2.1, for when choice generation fails.
+# The generic set, for when choice generation fails.
 FALLBACK_CHOICES = ("Continue", "Look around", "Wait", "Talk to someone nearby")
 
 
@@ -302,7 +303,7 @@ def menu_lines(targets: Sequence[str], used: Sequence[str], group: Sequence[str]
 
 @dataclass(frozen=True)
 class ChoiceRules:
-    """What the player's stats and the NPCs' perception do to the menu (§4.2.1).
+    """What the player's stats and the NPCs' perception do to the menu (docs/rules.md, "Choices").
 
     An NPC whose perception of the player is below -30 is offered no friendly move; one
     above +30 offers a cooperation option. Low charisma (< 8) marks social moves as

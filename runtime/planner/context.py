@@ -1,4 +1,4 @@
-"""Context assembly for the planner and narrator prompts (architecture §5.3.1).
+"""Context assembly for the planner and narrator prompts (docs/scene.md, "Context precedence").
 
 Retrieval decides *what* is fetched; this module decides *how it is shown*: every
 fragment carries its ``sourceType``, ``weightTier`` (1-6) and ``fileOrigin``, and
@@ -23,7 +23,7 @@ as a whole word, case-insensitive. Shadowing prose is kept, but labelled as
 flavour that cannot override the assertion it names; prose from the same file as
 the assertion (tier 3) enriches it and carries no such label.
 
-Player agency (§5.1). A fragment with ``is_player`` describes the player
+Player agency. A fragment with ``is_player`` describes the player
 character: it is labelled as reference only, never licence to speak or decide
 for that character.
 """

@@ -1,4 +1,4 @@
-"""Decoding constraints for narration (issue 20 item 4): what the sampler may not write.
+"""Decoding constraints for narration (docs/scene.md, "Narration"): what the sampler may not write.
 
 :class:`NarrationVocab` sorts the model's vocabulary once: tokens that are a meta word
 ("player", "game", "narrator", "scenario", prompt labels), tokens that are the

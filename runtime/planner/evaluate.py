@@ -1,4 +1,6 @@
-"""Planner evaluation (SC-001, SC-002): plan a dataset of player inputs and score the plans.
+"""Planner evaluation: plan a dataset of player inputs and score the plans.
+
+The targets are in docs/scene.md, "Narration eval".
 
 ``narratoria eval planner --dataset FILE.jsonl`` runs the real planner path — the
 default planner (the embedding router in front of the model, :mod:`.routed`)
@@ -28,7 +30,7 @@ none yet because ``dice-roller`` is the only built-in skill; add multi-skill lin
 there as more skills ship. A bad dataset fails before any model work, with
 ``FILE:LINE: FIELD: reason``.
 
-Deeds (issue 20 item 7) are checked by what the plan's inputs do, not only by which
+Deeds are checked by what the plan's inputs do, not only by which
 skills it calls. ``campaign`` is a built-in campaign's id or a campaign folder: its
 NPCs and factions reach the planner (``PlanRequest.entities``) as a daemon's session
 would give them. ``effects`` lists what the plan must do, each::

@@ -1,6 +1,7 @@
 """The plan grammar: what the model may emit, built from the skills actually offered.
 
-The model does not write full Plan JSON (§2.2.1); it writes a compact *model plan*
+The model does not write full Plan JSON (docs/plans.md, "Plan JSON"); it writes a
+compact *model plan*
 
     {"narrative": "One sentence.", "tools": [{"tool": "skill/script", "input": {...}}]}
 

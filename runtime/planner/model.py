@@ -1,4 +1,4 @@
-"""The model planner (§5.4): a local llama.cpp model writes the plan under a grammar.
+"""The model planner: a local llama.cpp model writes the plan under a grammar.
 
 One :class:`ModelPlanner` owns one loaded model. Plans are generated under the JSON
 grammar of :mod:`.grammar`, built from the scripts the request offers, so an unknown
@@ -53,7 +53,7 @@ SCRIPT_DESCRIPTION_BUDGET = 120
 STATE_BUDGET = 400            # the state summary in the user turn
 INPUT_BUDGET = 500            # the player's text
 
-# Narration modes (issue 20 item 4, see .narration): "story" continues the scene as
+# Narration modes (docs/scene.md, "Narration"; see .narration): "story" continues the scene as
 # prose, "chat" asks the chat template; "auto" picks by the model (resolve_narration_mode).
 NARRATION_MODES = ("story", "chat", "auto")
 # Story narration keeps the best of this many sentences side by side (.best_of);

@@ -1,5 +1,5 @@
-"""The narration eval (issue 20): scripted actions, the turns a daemon played for them,
-and the scores of those turns.
+"""The narration eval: scripted actions, the turns a daemon played for them, and the
+scores of those turns (docs/scene.md, "Narration eval").
 
 A script is JSONL, one action a line::
 
@@ -557,7 +557,7 @@ def _miss_text(entity_id: str, recall: Any, lexicon: EntityLexicon) -> str:
     return f"{name} (written {', '.join(repr(w) for w in wrong)})" if wrong else name
 
 
-# Targets of issue 20 item 2 (default model, held-out material).
+# The eval's targets (default model, held-out material; docs/scene.md, "Narration eval").
 TARGETS = {"meta_talk": ("<=", 0.05), "narrator_first_person": ("<=", 0.05),
            "unsafe": ("<=", 0.0), "entity_recall": (">=", 0.90), "off_topic": ("<=", 0.10),
            "repetition": ("<=", 0.0), "broken_choices": ("<=", 0.05)}
@@ -599,7 +599,7 @@ def format_report(doc: Mapping[str, Any], examples: bool = False) -> list[str]:
             lines.append(f"      e.g. turn {worst['turn']} ({worst['action']}): {worst['why']}")
     met = doc.get("targets") or {}
     if met:
-        lines.append("targets (issue 20): " + ", ".join(
+        lines.append("targets: " + ", ".join(
             f"{k} {'met' if v else 'NOT met' if v is not None else 'n/a'}" for k, v in met.items()))
     return lines
 

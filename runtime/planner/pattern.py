@@ -1,4 +1,4 @@
-"""The pattern-based planner (§5.4): deterministic plans from regular expressions.
+"""The pattern-based planner: deterministic plans from regular expressions.
 
 It needs no model, so it serves tests, development, and the replan loop when
 the model planner fails or is too slow. Each pattern names the scripts that

@@ -1,4 +1,4 @@
-"""The model picks one of a few known lines, token by token (choices, §7.1).
+"""The model picks one of a few known lines, token by token (the choice menus).
 
 When every acceptable answer is known in advance — "- Ask about the map\\n",
 "- Talk to Marco\\n", … — a grammar is more machinery than the job needs, and on

@@ -1,6 +1,6 @@
 """The planner the daemon and ``narratoria eval planner`` use: router first, then the model.
 
-How the two judgements combine (issue 5 §2):
+How the two judgements combine:
 
 - A small model (the default SmolLM2-135M, any GGUF under ``TRUST_MODEL_BYTES``)
   gets the router's decision as a constraint. A turn no skill matches is planned

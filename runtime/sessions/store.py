@@ -24,8 +24,6 @@ from __future__ import annotations
 import json
 import threading
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -34,7 +32,7 @@ import duckdb
 import msgspec
 
 from narratoria.runtime.bounded import depth_of
-from narratoria.runtime.db import Migration, migrate
+from narratoria.runtime.db import Migration, migrate, transaction
 from narratoria.runtime.state import SessionState, StatRange
 from narratoria.runtime.state.caps import StateCapError
 
@@ -203,7 +201,7 @@ class SessionStore:
         if (depth := depth_of(state.tree, state.caps.depth)) > state.caps.depth:
             raise StateCapError("depth", depth, state.caps.depth, "initial session state nesting")
         tree, stats = _tree_json(state), json.dumps(stats_json(state))
-        with self._lock, self._transaction():
+        with self._lock, transaction(self._con):
             self._con.execute(
                 f"INSERT INTO {SCHEMA}.sessions (id, owner, campaign, title, playthrough_id, status, "
                 "created_at, updated_at, state_json, stats_json, take_id, cast_json) "
@@ -219,7 +217,7 @@ class SessionStore:
         """Scene 0 told: the opening narration and its choices, on the session (what a
         resume shows) and on its scene 0 row (what a branch from scene 1 restores), in
         one transaction. Only a session no turn has been played in is opened."""
-        with self._lock, self._transaction():
+        with self._lock, transaction(self._con):
             opened = self._con.execute(
                 f"UPDATE {SCHEMA}.sessions SET last_narration = ?, choices_json = ? "
                 "WHERE id = ? AND turns = 0 RETURNING id",
@@ -238,7 +236,7 @@ class SessionStore:
         base = self.scene(parent.id, at_scene - 1)
         sid = self.new_id()
         now = _now()
-        with self._lock, self._transaction():
+        with self._lock, transaction(self._con):
             self._con.execute(
                 f"INSERT INTO {SCHEMA}.sessions (id, owner, campaign, title, playthrough_id, status, "
                 "created_at, updated_at, turns, state_json, stats_json, last_narration, choices_json, "
@@ -270,19 +268,6 @@ class SessionStore:
                                      "WHERE session_id = ? ORDER BY scene", [session_id]).fetchall()
         return [_scene(r) for r in rows]
 
-    @contextmanager
-    def _transaction(self) -> Iterator[None]:
-        self._con.execute("BEGIN TRANSACTION")
-        try:
-            yield
-            self._con.execute("COMMIT")
-        except BaseException:
-            try:
-                self._con.execute("ROLLBACK")
-            except duckdb.Error:
-                pass  # a failed COMMIT has already ended the transaction
-            raise
-
     def get(self, session_id: str, owner: str | None = None) -> SessionRecord:
         """The session; ``owner`` given, only if that client owns it."""
         with self._lock:
@@ -313,7 +298,7 @@ class SessionStore:
                   choices: list[str], *, player_input: str = "",
                   moment_id: str | None = None) -> SessionRecord:
         """Record a finished turn and its history row: one transaction, all of it or none."""
-        with self._lock, self._transaction():
+        with self._lock, transaction(self._con):
             self.write_turn(self._con, session_id, state, narration, choices,
                             player_input=player_input, moment_id=moment_id)
         return self.get(session_id)

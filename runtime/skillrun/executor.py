@@ -1,4 +1,4 @@
-"""The plan executor (§2.2.3): run a plan's tools as a DAG of skill processes.
+"""The plan executor (docs/plans.md, "Execution"): run a plan's tools as a DAG of skill processes.
 
 Validation happens before anything runs. Tools run sequentially in topological
 order, or concurrently when the plan is ``parallel`` and the tool is ``async``
@@ -50,7 +50,7 @@ from narratoria.runtime.skills.registry import SkillRegistry, ToolPathError, sho
 from narratoria.runtime.state import SessionState
 from narratoria.runtime.state.caps import StateCapError
 
-# Key of the tool-input object (§2.1.4) that carries dependency results:
+# Key of the tool-input object (docs/protocol.md, "Input") that carries dependency results:
 # {"<toolId>": {"ok": true, "summary": str | None, "statePatches": [{...}, ...]} | null}
 # null means the dependency failed or was skipped (only possible when it is not
 # required); patches are listed in emission order, as deep merge is not associative

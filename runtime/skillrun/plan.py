@@ -1,4 +1,4 @@
-"""Plan JSON (§2.2.1) and the Execution Result trace (§2.2.4).
+"""Plan JSON and the Execution Result trace (docs/plans.md, "Plan JSON", "Execution result").
 
 Wire documents are msgspec structs with the spec's camelCase field names, so
 decoding a plan validates its types and names the offending field on error.
@@ -109,7 +109,7 @@ class ExecutionResult(msgspec.Struct, kw_only=True):
 
 
 class PlanError(ValueError):
-    """A plan that cannot be executed; ``category`` follows §2.2.4."""
+    """A plan that cannot be executed; ``category`` is one of the five ``ErrorCategory`` values."""
 
     def __init__(self, message: str, category: ErrorCategory = "invalid_json",
                  code: str = "invalid_plan") -> None:

@@ -244,7 +244,7 @@ class LineSplitter:
 
 def tool_input(request_id: str, tool: str, operation: str, payload: dict[str, Any],
                extra: dict[str, Any] | None = None) -> bytes:
-    """The single JSON object written to a script's stdin (§2.1.4)."""
+    """The single JSON object written to a script's stdin (docs/protocol.md, "Input")."""
     doc: dict[str, Any] = {
         "requestId": request_id,
         "tool": tool,

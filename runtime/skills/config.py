@@ -1,11 +1,11 @@
-"""Skill configuration (§3.3, FR-016…FR-021): settings described by a skill's
+"""Skill configuration (docs/skills.md, "Configuration"): settings described by a skill's
 ``references/config-schema.json``, saved in a ``config.json``, and whether the
 player has the skill enabled.
 
 Where things live:
 
 - a user skill (any root but the built-in one) keeps ``config.json`` in its own
-  folder, as the spec asks (FR-019);
+  folder, where its author put the schema;
 - a built-in skill's folder belongs to the installation (shared, possibly
   read-only, under version control), so its ``config.json`` goes to
   ``<config dir>/skills/<skill>/config.json``;

@@ -1,4 +1,4 @@
-"""Skill discovery (§3.1, §3.2): find `*/SKILL.md` under skill roots and load them.
+"""Skill discovery (docs/skills.md, "Discovery"): find `*/SKILL.md` under skill roots and load them.
 
 Only the frontmatter is read at discovery; the markdown body (the behavioural
 prompt) is read when a plan activates the skill (progressive disclosure). An

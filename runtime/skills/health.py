@@ -1,4 +1,4 @@
-"""Skill health per session (§2.3.3).
+"""Skill health per session (docs/plans.md, "Skill health").
 
     healthy ──[timeout/network error]──▶ temporaryFailure
     healthy ──[3 consecutive failures]──▶ degraded

@@ -1,4 +1,5 @@
-"""How large a session's state may grow, and how fast (issue 19 item 8).
+"""How large a session's state may grow, and how fast: no session may be bricked by its
+own state (docs/state.md, "Caps").
 
 A skill's ``state_patch`` events (or a client's plan running skills) once grew a
 session's state by megabytes a turn until no client could read it back ("message

@@ -1,4 +1,4 @@
-"""Deep merge of ``state_patch`` payloads into the session state (spec §2.4).
+"""Deep merge of ``state_patch`` payloads into the session state (docs/state.md, "Deep merge").
 
 Skills send partial JSON objects; the runtime folds them into one session tree:
 
@@ -57,12 +57,12 @@ def _copy_tree(value: Any) -> Any:
 def deep_merge(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
     """Merge ``patch`` into ``target`` in place and return ``target``.
 
-    Follows §2.4 key by key. One deliberate refinement: an object inserted
+    Follows the deep-merge rules above key by key. One deliberate refinement: an object inserted
     where ``target`` has no object (key missing, or holding a primitive or an
     array) is merged into a fresh ``{}`` rather than stored verbatim. The
     result is the same copy, except that ``null`` values nested inside it are
     dropped, so "null removes a key" holds at every depth and the state never
-    stores nulls that a patch spelled out. (§2.4's pseudocode would store
+    stores nulls that a patch spelled out. (A literal key-by-key merge would store
     them; no observable use depends on that, and dropping them makes a patch
     mean the same thing whether or not its parent object already existed.)
     Arrays are copied verbatim, nulls inside arrays included: arrays replace

@@ -1,4 +1,4 @@
-"""Dot-path access to the session's JSON tree (spec §2.6.2).
+"""Dot-path access to the session's JSON tree (docs/state.md, "Dot paths").
 
 UI bindings, stat declarations and skills name state locations with dotted
 paths such as ``player.stats.health`` or ``npcs.merlin.stats.trust``. Paths
@@ -54,8 +54,9 @@ def split_path(path: str) -> list[str]:
 def get_path(tree: dict[str, Any], path: str, default: Any = None) -> Any:
     """Return the value at ``path``, or ``default`` when any step is missing.
 
-    Missing and mistyped data are normal for the UI (§2.6.5), so a path that
-    runs into a non-object is treated as absent rather than as an error.
+    Missing and mistyped data are normal for the UI (docs/state.md, "Missing or
+    invalid values"), so a path that runs into a non-object is treated as absent
+    rather than as an error.
     Containers are returned live, not copied.
     """
     node: Any = tree

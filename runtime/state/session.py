@@ -1,4 +1,4 @@
-"""The live session state: one JSON tree fed by ``state_patch`` events (spec §2.6).
+"""The live session state: one JSON tree fed by ``state_patch`` events (docs/state.md).
 
 ``SessionState`` owns the tree, records every patch it applied (the history a
 save file or a replay needs) and keeps campaign-declared stats inside their
@@ -83,7 +83,7 @@ class StatRange:
     def clamp(self, value: Any) -> Any:
         """Clamp a number into range; return anything else unchanged.
 
-        Non-numbers (strings, bools, objects) pass through: §2.6.5 makes the UI
+        Non-numbers (strings, bools, objects) pass through: the UI is
         responsible for showing invalid values, and guessing a number here
         would hide the skill bug that produced them.
         """
@@ -216,7 +216,8 @@ class SessionState:
     # -- updates -----------------------------------------------------------
 
     def apply_patch(self, patch: dict[str, Any]) -> dict[str, Any]:
-        """Deep-merge ``patch`` (§2.4), clamp the stats it touched, record it; return the tree.
+        """Deep-merge ``patch`` (docs/state.md, "Deep merge"), clamp the stats it touched,
+        record it; return the tree.
 
         The patch is validated before anything changes, so an invalid patch
         leaves state and history as they were. History stores the patch as
@@ -282,7 +283,7 @@ class SessionState:
         """Apply the patch ``{seg1: {seg2: ... value}}``; return the tree.
 
         This is patch shorthand, not raw assignment, so it is clamped and
-        recorded like any skill patch and obeys §2.4: ``None`` deletes the key,
+        recorded like any skill patch and merges like one: ``None`` deletes the key,
         a dict is merged into an existing dict, and an ancestor holding a
         non-object is replaced by an object.
         """

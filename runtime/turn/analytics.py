@@ -1,4 +1,7 @@
-"""The analytics log (§2.7): one JSON line per plan attempt, appended to a file."""
+"""The analytics log: one JSON line per plan attempt, appended to a file.
+
+The fields: docs/plans.md, "Analytics".
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""Canonical names: the campaign's spelling wins over the model's (issue 20).
+"""Canonical names: the campaign's spelling wins over the model's.
+
+The engine decides, the model narrates (docs/scene.md, "The engine decides").
 
 The 135M narrator copies names badly (Leory -> Leira, Odile -> Odille) and invents
 people. The engine therefore hands the narrator the canonical names of what is in the

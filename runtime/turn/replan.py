@@ -1,5 +1,6 @@
-"""The bounded replan loop (§2.3): generate → execute → success, or replan with the
-failed skills disabled, at most five times, then fall back to template narration.
+"""The bounded replan loop: generate → execute → success, or replan with the failed
+skills disabled, at most five times, then fall back to template narration
+(docs/plans.md, "Replan loop").
 
 The planner and the executor are injected, so the state machine is tested on its
 own and the daemon can wrap real ones. The player always gets narration.

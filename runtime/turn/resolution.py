@@ -1,4 +1,6 @@
-"""Risky actions: the engine decides what happens, the model only tells it (issue 20).
+"""Risky actions: the engine decides what happens, the model only tells it.
+
+The rules in prose: docs/scene.md, "The engine decides".
 
 A turn's action is *risky* when the player asks for a roll ("I roll to…", "let the dice
 decide", the plan rolled the dice-roller) or when its main verb is a risky deed (climb,
@@ -14,7 +16,7 @@ A risky action is resolved here, purely:
   tests the named NPC's own relationship stat first (Odile's trust). Hidden stats are
   never chosen (the check is shown to the player). No such stat (``ninth_milestone``
   has none): the check still resolves, with a narrative cost and no stat change.
-- **roll**: 2d6, the dice-roller's default rules (architecture §7.4). The dice-roller's
+- **roll**: 2d6, the dice-roller's default rules (docs/rules.md, "Checks"). The dice-roller's
   own result when the plan rolled; else the engine's, seeded by the session id and the
   turn number (``engine_roll``), so a turn replays the same.
 - **modifier**: the stat's place in its range, -2 (at its minimum) to +2 (at its

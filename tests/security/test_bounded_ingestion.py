@@ -1,4 +1,4 @@
-"""Issue 19 items 9 and 13 (first half): campaign and skill files are read within bounds.
+"""Campaign and skill files are read within bounds.
 
 - A billion-laughs document (aliases of aliases) in a lore file's frontmatter grew into
   an error message for minutes; every YAML loader now refuses alias expansion past a
@@ -119,7 +119,7 @@ def test_json_and_yaml_nested_200k_deep_are_clean_problems(campaign: Path):
 
 
 def test_ingestion_stores_new_chunks_in_small_steps_behind_one_swap(tmp_path: Path):
-    from narratoria.clients.bench_ingest import generate_campaign
+    from narratoria.bench.ingest import generate_campaign
     from narratoria.runtime.campaign.ingest import STEP_CHUNKS, staging_scope
 
     folder = generate_campaign(tmp_path / "generated", files=60, seed=7)

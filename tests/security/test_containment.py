@@ -1,4 +1,4 @@
-"""Issue 19 item 5: every process a skill starts dies with its invocation.
+"""Every process a skill starts dies with its invocation.
 
 ``fork(); setsid(); fork()`` leaves the process group; before containment such orphans
 outlived their invocation, and ``narratoria loadtest`` counted none of them (its scan
@@ -31,7 +31,7 @@ import pytest
 
 from conftest import REPO, TESTS, process_alive
 from narratoria.clients.client import NarratoriaClient
-from narratoria.clients.loadtest import run_loadtest
+from narratoria.bench.loadtest import run_loadtest
 from narratoria.runtime.skillrun.containment import Containment, ContainmentError, own_folders
 from narratoria.runtime.skillrun.limits import ResourceLimits
 from narratoria.runtime.skillrun.process import ProcessLimits, run_script, script_env
@@ -378,7 +378,7 @@ def test_the_leak_scan_finds_an_orphan_that_carries_no_marker(tmp_path):
     probe = tmp_path / "probe.py"
     probe.write_text(textwrap.dedent(f"""
         import json, subprocess, sys
-        from narratoria.clients.loadtest import leaked_processes
+        from narratoria.bench.loadtest import leaked_processes
         from narratoria.runtime.skillrun.containment import become_subreaper
         if sys.argv[1] == "adopt":
             become_subreaper()

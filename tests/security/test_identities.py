@@ -1,4 +1,4 @@
-"""Who may call what (issue 19 items 3 and 10), against a real daemon.
+"""Who may call what, against a real daemon.
 
 Item 3: a skill holds only its Store token. A hostile skill (fixtures/identity/intruder),
 run by the daemon in a plan, dials the daemon's own socket and calls the front-end

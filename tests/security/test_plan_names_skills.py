@@ -1,4 +1,4 @@
-"""Plans name skills, not programs (issue 19 item 1), against a real daemon.
+"""Plans name skills, not programs, against a real daemon.
 
 A plan's ``toolPath`` names a registered skill's script (``skill/script``, or the spec's
 ``skill/scripts/script`` and ``skills/skill/scripts/script``). Through the daemon's Turn

@@ -1,4 +1,4 @@
-"""Issue 19 item 11: the data dir is private to its user.
+"""The data dir is private to its user.
 
 Another local user read a secret from the database's WAL (data dir 0755, files 0644).
 A real daemon creates everything private (folders 0700, files 0600), corrects a data

@@ -1,4 +1,4 @@
-"""No skill reads other processes (issue 19 item 4), against a real daemon.
+"""No skill reads other processes, against a real daemon.
 
 A hostile skill (fixtures/proc-isolation/proc-snoop), run by the daemon once forked from
 the zygote and once exec'd, tries to read the daemon's ``/proc/<pid>/environ`` (which

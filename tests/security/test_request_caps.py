@@ -1,4 +1,4 @@
-"""Every field of every request has a size cap (issue 19 item 13, second half).
+"""Every field of every request has a size cap.
 
 Against a real daemon: for every method of the Narratoria, Store and Model services and
 every string, bytes, repeated and map field of its request, a 4 MB value is refused

@@ -1,4 +1,4 @@
-"""The daemon bounds the gRPC calls in flight (issue 19 follow-ups, item 4).
+"""The daemon bounds the gRPC calls in flight.
 
 Before: ``grpc.aio.server`` had no bound, so any number of calls could each hold a request
 of up to 8 MiB at once (measured: ~9 MB of the daemon's memory per 4.7 MB portrait being

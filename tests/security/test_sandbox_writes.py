@@ -1,5 +1,5 @@
 """A skill writes only its working directory and its TMPDIR, and signals only its own
-processes (issue 19 follow-ups: the skill sandbox's remaining holes, items 1 and 2).
+processes.
 
 A hostile skill (fixtures/sandbox-writes/vandal), forked from the zygote and exec'd,
 through ``run_script`` and through a real daemon, tries to create files in another

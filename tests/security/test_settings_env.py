@@ -1,4 +1,4 @@
-"""Skill settings cannot fish the daemon's environment (issue 19 follow-ups, item 3).
+"""Skill settings cannot fish the daemon's environment.
 
 Settings resolve in the daemon, from the daemon's environment: ``${VAR}`` in a saved value
 (the player's) and ``x-env-var`` in a skill's ``config-schema.json`` (the skill author's).

@@ -1,4 +1,4 @@
-"""Limits have ceilings (issue 19 item 6), against real daemons and real skills.
+"""Limits have ceilings, against real daemons and real skills.
 
 A SKILL.md may set its own kernel limits and timeout, and a plan its tools' and its own
 timeout; the daemon caps them all (``runtime/skillrun/limits.py`` ``SkillCaps``: 4 GiB, 300 CPU

@@ -1,4 +1,4 @@
-"""Memory stays bounded under abuse (issue 19 item 14), against a real daemon.
+"""Memory stays bounded under abuse, against a real daemon.
 
 A flood of malformed requests from a caller holding the daemon token (so every request
 reaches the handlers): 4 MB strings in every kind of field, ids just under their cap
@@ -18,7 +18,7 @@ import pytest
 
 from narratoria.runtime.host.endpoint import client_token, unix_endpoint
 
-from support_soak import MIB, flood, tree_report, tree_rss
+from support.soak import MIB, flood, tree_report, tree_rss
 from support.daemon import Daemon
 
 WARMUP = 300        # requests before the baseline: workers, caches and allocators warm

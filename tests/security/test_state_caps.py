@@ -1,4 +1,4 @@
-"""Issue 19 item 8: no session can be bricked by its state.
+"""No session can be bricked by its state (docs/state.md, "Caps").
 
 Seven turns of 0.9 MiB state patches made a session unreadable ("message larger than
 max"). A real daemon, a real hostile skill (``fixtures/state-caps/state-flood``) run by

@@ -1,4 +1,4 @@
-"""Issue 19, item 7: a web page the user visits cannot reach the web gateway.
+"""A web page the user visits cannot reach the web gateway.
 
 Everything here runs against the real ``narratoria web`` process, started on a loopback
 port against a real daemon (pattern planner), over real HTTP: the requests are what a
@@ -20,7 +20,7 @@ import pytest
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 
-from support_web_gateway import WebProcess, body_of, stream_upload  # noqa: E402
+from support.web_process import WebProcess, body_of, stream_upload  # noqa: E402
 
 MIB = 1024 * 1024
 UPLOAD = 64 * MIB

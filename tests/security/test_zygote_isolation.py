@@ -1,4 +1,4 @@
-"""Issue 19 item 2: the zygote serves only its supervisor.
+"""The zygote serves only its supervisor.
 
 Before: the zygote listened on a path socket in a temp folder, named on its own command
 line; a skill found it, connected and asked for a child with ``"sandbox": false`` and no

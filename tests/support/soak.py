@@ -7,7 +7,7 @@ attacker with a client identity can send -- huge strings in every field, unknown
 JSON nested thousands deep, junk portraits, Store calls without a skill token -- each
 answered with some status code (any code: what is measured is what stays in memory).
 
-Run it by hand against a daemon (``python tests/security/support_soak.py SOCKET PID
+Run it by hand against a daemon (``python tests/support/soak.py SOCKET PID
 [COUNT]``) to see memory per phase.
 """
 
@@ -23,6 +23,7 @@ from pathlib import Path
 
 import grpc
 
+from narratoria.bench.loadtest import proc_table
 from narratoria.proto import narratoria_pb2 as pb, narratoria_pb2_grpc as rpc
 
 MIB = 1 << 20
@@ -34,15 +35,8 @@ SERVER_MAX_MESSAGE = 8 * MIB
 def descendants(pid: int) -> list[int]:
     """``pid`` and every process below it (by parent pid)."""
     children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(int(entry.name))
+    for child, (ppid, _alive) in proc_table().items():
+        children.setdefault(ppid, []).append(child)
     found, todo = [], [pid]
     while todo:
         current = todo.pop()
