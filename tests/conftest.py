@@ -92,6 +92,16 @@ def _isolated_data(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
 
 
+@pytest.fixture(autouse=True)
+def _umask_restored():
+    # `narratoria` run in-process (main()) sets the private umask for the whole process;
+    # a later test in the same worker would create files other users cannot read.
+    before = os.umask(0o022)
+    os.umask(before)
+    yield
+    os.umask(before)
+
+
 def linked_test_skills(folder: Path) -> Path:
     """``folder`` as a skill root holding the test skills (links to FIXTURE_SKILLS' own),
     for a daemon that outlives a test: a daemon whose command line named FIXTURE_SKILLS

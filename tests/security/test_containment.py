@@ -233,6 +233,7 @@ def test_the_process_limit_falls_back_to_rlimit_nproc_for_a_normal_user():
     # The system Python reads no .pth of the venv's (the editable install's finder), so
     # the checkout is put on its path as the package it is.
     (folder / "src").mkdir()
+    (folder / "src").chmod(0o755)  # whatever the process's umask: nobody reads it
     (folder / "src" / "narratoria").symlink_to(REPO)
     harness = folder / "harness.py"
     harness.write_text(textwrap.dedent(f"""
