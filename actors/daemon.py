@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import functools
 import json
 import logging
@@ -29,7 +30,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 DRAIN_S = 5.0
 DEFAULT_SKILL_LIMIT = 8
@@ -133,7 +134,11 @@ _CAP_FLAGS = {"memory_mb": "max_skill_memory_mb", "cpu_s": "max_skill_cpu_s",
 def serve_main(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     try:
-        return asyncio.run(serve(config))
+        # Before Ray, the model or the database: a second daemon on this data dir is
+        # refused in a Python start, not after Ray's start and DuckDB's lock error. Held
+        # until serve() has shut Ray down; the kernel frees it if this process is killed.
+        with _data_dir_lock(config.data_dir):
+            return asyncio.run(serve(config))
     except DaemonError as exc:
         print(f"narratoria serve: {exc}", file=sys.stderr)
         return 2
@@ -141,6 +146,27 @@ def serve_main(args: argparse.Namespace) -> int:
 
 class DaemonError(RuntimeError):
     pass
+
+
+@contextlib.contextmanager
+def _data_dir_lock(data_dir: Path) -> Iterator[None]:
+    """The data dir's lock (runtime/host/data_lock.py) for the daemon's life, its
+    refusal as a DaemonError."""
+    from narratoria.runtime.files import PRIVATE_UMASK
+    from narratoria.runtime.host import data_lock
+
+    os.umask(PRIVATE_UMASK)  # the data dir may be created here: private from the start
+    try:
+        fd = data_lock.acquire(data_dir)
+    except data_lock.DataDirInUse as exc:
+        raise DaemonError(str(exc)) from None
+    except OSError as exc:
+        raise DaemonError(f"cannot lock data dir {data_dir} "
+                          f"({data_lock.lock_path(data_dir)}): {exc.strerror or exc}") from None
+    try:
+        yield
+    finally:
+        data_lock.release(fd)
 
 
 def _endpoint(config: DaemonConfig) -> Any:
