@@ -33,6 +33,9 @@ model). What it reports:
   the loadtest started, every orphan that left the daemon's process tree: the loadtest
   is the child subreaper of that tree, so orphans are reparented to it, not to init.
 
+Every session the run opens is ended when it is over, however it ends (done, failed
+or interrupted): a loadtest's sessions never stay in the user's ``session list``.
+
 Progress goes to stderr; ``--json`` prints one final document.
 """
 
@@ -129,6 +132,60 @@ class _Sampler(threading.Thread):
         rate = done / max(now - self.started, 1e-9)
         say(True, f"turns {done}{total}, {rate:.2f} turns/s, skill processes {live}, "
                   f"queue {queue}, failures {failed}")
+
+
+class _Sessions:
+    """The sessions a run opened, to end when it is over. Each client ends its own when
+    it stops; ``end_all`` ends what is left (a run that failed or was interrupted) and
+    turns away any session opened after it (a client still starting)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.open: set[str] = set()
+        self.opened = 0
+        self.not_ended = 0
+        self.closed = False
+
+    def add(self, client: Any, sid: str) -> bool:
+        """Keep ``sid`` to end later; False (and ended now) once the run is over."""
+        with self.lock:
+            self.opened += 1
+            if not self.closed:
+                self.open.add(sid)
+                return True
+        self._end(client, sid)
+        return False
+
+    def end(self, client: Any, sid: str) -> None:
+        with self.lock:
+            if sid not in self.open:
+                return
+            self.open.discard(sid)
+        self._end(client, sid)
+
+    def end_all(self, client_factory: Callable[[], Any]) -> None:
+        with self.lock:
+            self.closed = True
+            left = sorted(self.open)
+            self.open.clear()
+        if not left:
+            return
+        try:
+            with client_factory() as client:
+                for sid in left:
+                    self._end(client, sid)
+        except Exception:  # noqa: BLE001 - no daemon to end them in: counted, reported
+            with self.lock:
+                self.not_ended += len(left)
+
+    def _end(self, client: Any, sid: str) -> None:
+        # A turn still in flight (an interrupted run) does not stop the end: the daemon
+        # lets it finish and starts no other.
+        try:
+            client.end_session(sid)
+        except Exception:  # noqa: BLE001 - counted, reported
+            with self.lock:
+                self.not_ended += 1
 
 
 # -- leaks -----------------------------------------------------------------------------
@@ -303,63 +360,88 @@ def run_loadtest(client_factory: Callable[[], Any], clients: int, turns: int | N
     sampler = _Sampler(client_factory, tally, total, status_interval_s, progress)
     start_gate = threading.Barrier(clients + flood_clients + 1)
     deadline: list[float] = []
+    sessions = _Sessions()
+
+    def through_gate() -> bool:
+        """False when the run stopped before it started (the gate was broken)."""
+        try:
+            start_gate.wait()
+            return True
+        except threading.BrokenBarrierError:
+            return False
 
     def open_session(client: Any, title: str, into: Any) -> str | None:
         """A new session's id, or None with the failure counted (every thread still
         reaches the start gate, or the others would wait for it forever)."""
         try:
-            return client.create_session(title=title).id
+            sid = client.create_session(title=title).id
         except Exception as exc:  # noqa: BLE001
             code = getattr(exc, "code", None)
             into.fail(f"grpc:{code}" if isinstance(code, str) else
                       f"exception:{type(exc).__name__}")
-            start_gate.wait()
+            through_gate()
             return None
+        return sid if sessions.add(client, sid) else None
 
     def flooder(i: int) -> None:
         with client_factory() as client:
             sid = open_session(client, f"loadtest flood {i}", flood_tally)
             if sid is None:
                 return
-            start_gate.wait()
-            t = 0
-            while not flood_stop.is_set():
-                _play_turn(client, sid, i, t, flood_json, flood_tally)
-                t += 1
+            try:
+                if not through_gate():
+                    return
+                t = 0
+                while not flood_stop.is_set():
+                    _play_turn(client, sid, i, t, flood_json, flood_tally)
+                    t += 1
+            finally:
+                sessions.end(client, sid)
 
     def player(i: int) -> None:
         with client_factory() as client:
             sid = open_session(client, f"loadtest {i}", tally)
             if sid is None:
                 return
-            start_gate.wait()  # every session exists before the first turn
-            t = 0
-            while (turns is None or t < turns) and (
-                    not deadline or time.perf_counter() < deadline[0]):
-                _play_turn(client, sid, i, t, plan_json, tally)
-                t += 1
+            try:
+                if not through_gate():  # every session exists before the first turn
+                    return
+                t = 0
+                while (turns is None or t < turns) and (
+                        not deadline or time.perf_counter() < deadline[0]):
+                    _play_turn(client, sid, i, t, plan_json, tally)
+                    t += 1
+            finally:
+                sessions.end(client, sid)
 
     threads = [threading.Thread(target=player, args=(i,), daemon=True) for i in range(clients)]
     flooders = [threading.Thread(target=flooder, args=(i,), daemon=True)
                 for i in range(flood_clients)]
-    for th in threads + flooders:
-        th.start()
-    start_gate.wait()
-    started = time.perf_counter()
-    if duration_s is not None:
-        deadline.append(started + duration_s)
-    sampler.started = started
-    sampler.start()
-    for th in threads:
-        th.join()
-    elapsed = time.perf_counter() - started
-    with flood_tally.lock:
-        flood_during = flood_tally.turns_done  # flood turns finished while the clients played
-    flood_stop.set()
-    for th in flooders:
-        th.join()  # each finishes the turn it is in
-    sampler.stop.set()
-    sampler.join()
+    try:
+        for th in threads + flooders:
+            th.start()
+        start_gate.wait()
+        started = time.perf_counter()
+        if duration_s is not None:
+            deadline.append(started + duration_s)
+        sampler.started = started
+        sampler.start()
+        for th in threads:
+            th.join()
+        elapsed = time.perf_counter() - started
+        with flood_tally.lock:
+            flood_during = flood_tally.turns_done  # flood turns finished while the clients played
+        flood_stop.set()
+        for th in flooders:
+            th.join()  # each finishes the turn it is in
+        sampler.stop.set()
+        sampler.join()
+    finally:
+        # However the run ends (an interrupt, a failure), its sessions end with it.
+        flood_stop.set()
+        sampler.stop.set()
+        start_gate.abort()  # clients still waiting to start leave
+        sessions.end_all(client_factory)
     leaks = _check_leaks(client_factory, leak_grace_s, adopter, keep)
     with client_factory() as client:
         final = client.status()
@@ -412,6 +494,8 @@ def run_loadtest(client_factory: Callable[[], Any], clients: int, turns: int | N
                      # the slowest single turn of the most delayed client: a starved turn
                      "clientTurnMaxMs": round(max(worst), 1) if worst else None},
         "leaked": leaks,
+        # every session the run opened is ended when it is over
+        "sessions": {"opened": sessions.opened, "notEnded": sessions.not_ended},
         "flood": {"clients": flood_clients, "turns": flood_tally.turns_done,
                   "turnsWhileMeasured": flood_during, "turnsOk": flood_tally.turns_ok,
                   "invocations": len(flood_tally.tool_ms),
@@ -443,6 +527,8 @@ def summary(r: dict[str, Any]) -> list[str]:
         + ("" if r["leaked"]["procScan"] else " (supervisor count only, no /proc scan)")
         + (" (orphans outside the daemon's cgroups unseen: not a daemon it started)"
            if r["leaked"]["procScan"] and not r["leaked"].get("orphanScan") else ""),
+        *([f"{r['sessions']['notEnded']} of its {r['sessions']['opened']} sessions could not be "
+           "ended: `narratoria session end ID`"] if r.get("sessions", {}).get("notEnded") else []),
         *([f"flood: {r['flood']['clients']} sessions, {r['flood']['turns']} turns "
            f"({r['flood']['turnsWhileMeasured']} finished while the clients played), "
            f"{r['flood']['invocations']} invocations, turn p50 {r['flood']['turnMs']['p50']} ms, "

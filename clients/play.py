@@ -6,6 +6,10 @@ scene — then loops: read a line, play it as a turn, stream the story as it arr
 choices, anything else is free text; ``/state``, ``/help``, ``/quit``. Input comes
 from the terminal, from a pipe (scripts and tests), from ``--script FILE``, or from
 nobody at all with ``--auto`` (always the first choice), so a demo can run unattended.
+
+A ``--session`` that has ended is looked up before any prompt opens (the daemon would
+refuse every turn): play says so in one line and what to do instead (branch it, or
+start anew), exiting ``FAILED``; at a terminal it offers that choice first.
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ from narratoria.clients.client import ClientError, NarratoriaClient, campaign_re
 from narratoria.clients.output import ExitCode, err
 from narratoria.clients.render import TurnRenderer, format_choices, format_session, format_state
 
-__all__ = ["Action", "auto_action", "cmd_play", "parse_action"]
+__all__ = ["Action", "auto_action", "cmd_play", "ended_choice", "ended_message",
+           "parse_action"]
 
 HELP = """\
   a number      pick that choice
@@ -134,24 +139,92 @@ class _Screen:
         stream.flush()
 
 
+# -- an ended session ----------------------------------------------------------------------
+
+ENDED = "ended"
+
+
+def ended_message(session: pb.Session) -> str:
+    """One line: the session has ended, and what to do instead. A session with no
+    scene played has nothing to branch from."""
+    title = f" “{session.title}”" if session.title else ""
+    branch = (f"branch it from its last scene with `narratoria session branch --session "
+              f"{session.id}`, or " if session.turns else "")
+    return (f"session {session.id}{title} has ended and cannot be played: "
+            f"{branch}start anew with `narratoria play`")
+
+
+def ended_choice(line: str, can_branch: bool) -> str | None:
+    """The answer to the ended-session prompt: "branch", "new" or "quit" (a word or
+    its first letters), or None for anything else (ask again)."""
+    word = line.strip().lower()
+    options = ("branch", "new", "quit") if can_branch else ("new", "quit")
+    return next((o for o in options if word and o.startswith(word)), None)
+
+
+def _ask_ended(session: pb.Session, ask_to: TextIO) -> str:
+    """At a terminal: branch, new or quit; the end of input quits."""
+    can_branch = session.turns > 0
+    offer = ("[b]ranch from its last scene, " if can_branch else "") + "[n]ew session, [q]uit"
+    while True:
+        ask_to.write(f"{offer}? ")
+        ask_to.flush()
+        line = sys.stdin.readline()
+        if not line:
+            ask_to.write("\n")
+            return "quit"
+        choice = ended_choice(line, can_branch)
+        if choice is not None:
+            return choice
+
+
+def _replace_ended(client: NarratoriaClient, args: argparse.Namespace, session: pb.Session,
+                   screen: _Screen) -> pb.Session | None:
+    """What to play instead of an ended session: None (leave, the reason said) without
+    a terminal to ask at, else the player's pick of a branch or a new session."""
+    err(ended_message(session))
+    if args.auto or args.script or not sys.stdin.isatty():
+        return None
+    choice = _ask_ended(session, sys.stderr if args.json else sys.stdout)
+    if choice == "branch":
+        branched = client.branch(session.id)
+        screen.text(format_session(branched))
+        return branched
+    if choice == "new":
+        return _new_session(client, session.campaign, session.title, "", screen)
+    return None
+
+
 # -- the game ------------------------------------------------------------------------------
 
+def _new_session(client: NarratoriaClient, campaign: str, title: str, character: str,
+                 screen: _Screen) -> pb.Session:
+    session = client.create_session(campaign=campaign, title=title, character_id=character)
+    shown = f" · campaign {session.campaign}" if session.campaign else ""
+    screen.text(f"new session {session.id}{shown}\n")
+    # The campaign's opening (scene 0): the story is on screen before the first line.
+    if session.last_narration:
+        screen.text("\n" + session.last_narration.rstrip("\n") + "\n")
+    if session.choices:
+        screen.text("\n" + format_choices(session.choices))
+    return session
+
+
 def _open_session(client: NarratoriaClient, args: argparse.Namespace,
-                  screen: _Screen) -> pb.Session:
+                  screen: _Screen) -> pb.Session | None:
+    """The session to play, or None: an ended one with nothing chosen instead."""
     if args.session:
         session = client.resume_session(args.session)
-        screen.text(format_session(session))
+        if session.status == ENDED:
+            replaced = _replace_ended(client, args, session, screen)
+            if replaced is None:
+                return None
+            session = replaced
+        else:
+            screen.text(format_session(session))
     else:
-        session = client.create_session(campaign=campaign_ref(args.campaign or ""),
-                                        title=args.title or "",
-                                        character_id=args.character or "")
-        campaign = f" · campaign {session.campaign}" if session.campaign else ""
-        screen.text(f"new session {session.id}{campaign}\n")
-        # The campaign's opening (scene 0): the story is on screen before the first line.
-        if session.last_narration:
-            screen.text("\n" + session.last_narration.rstrip("\n") + "\n")
-        if session.choices:
-            screen.text("\n" + format_choices(session.choices))
+        session = _new_session(client, campaign_ref(args.campaign or ""), args.title or "",
+                               args.character or "", screen)
     screen.doc({"kind": "session", "session": message_to_dict(session)})
     return session
 
@@ -200,6 +273,8 @@ def cmd_play(args: argparse.Namespace) -> int:
     screen = _Screen(json=args.json)
     with NarratoriaClient() as client:
         session = _open_session(client, args, screen)
+        if session is None:
+            return ExitCode.FAILED
         choices: list[str] = list(session.choices)
         next_action = _next_action_source(args, screen)
         played = 0

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -82,6 +84,52 @@ def test_a_flood_of_parallel_tools_does_not_starve_another_sessions_turns(limite
     # The measured session's one tool waits for a slot, never for a whole flood plan.
     assert report["latencyMs"]["turn"]["max"] < report["flood"]["turnMs"]["p50"], report
     assert report["leaked"]["count"] == 0 and len(report["summary"]) == 5
+
+
+def loadtest_sessions(daemon) -> list:
+    """The loadtest's sessions this daemon still holds active (issue 24, item 4: none)."""
+    with NarratoriaClient(f"unix://{daemon.socket}") as client:
+        return [s for s in client.list_sessions() if s.title.startswith("loadtest")]
+
+
+def test_the_loadtest_ends_every_session_it_opened(limited_daemon):
+    def factory() -> NarratoriaClient:
+        return NarratoriaClient(f"unix://{limited_daemon.socket}", timeout_s=120)
+
+    one = {"requestId": "one", "tools": [{"toolId": "s", "toolPath": "echo/sleep",
+                                          "input": {"seconds": 0.05, "key": "s"}}]}
+    report = run_loadtest(factory, clients=2, turns=1, plan=one, progress=False,
+                          flood_plan=one, flood_clients=1)
+    assert report["ok"] and report["sessions"] == {"opened": 3, "notEnded": 0}, report
+    assert loadtest_sessions(limited_daemon) == []
+    with NarratoriaClient(f"unix://{limited_daemon.socket}") as client:
+        ended = [s for s in client.list_sessions(include_ended=True)
+                 if s.title in ("loadtest 0", "loadtest 1", "loadtest flood 0")]
+    assert len(ended) >= 3 and {s.status for s in ended} == {"ended"}
+
+
+def test_an_interrupted_loadtest_ends_its_sessions_too(limited_daemon, tmp_path):
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(SLEEP_PLAN))
+    env = {**os.environ, "NARRATORIA_ADDRESS": f"unix://{limited_daemon.socket}"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "narratoria.clients.cli", "loadtest", "--clients", "2",
+         "--duration", "120", "--plan", str(plan)], stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while len(loadtest_sessions(limited_daemon)) < 2:  # both playing
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.2)
+        time.sleep(1.0)  # turns in flight
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert loadtest_sessions(limited_daemon) == []
 
 
 def test_the_leak_scan_finds_a_process_under_the_supervisor():

@@ -2,8 +2,9 @@
 turns/s, latency per phase, skill processes against their limit, fairness, leaks.
 
 Starts a daemon of its own (in a temporary data dir) when none answers, or with
-``--start-daemon``. Exit status: ``FAILED`` when a turn failed, the skill limit was
-exceeded or a process leaked.
+``--start-daemon``. The sessions it opens are ended when it finishes, fails or is
+interrupted (``bench/loadtest.py``). Exit status: ``FAILED`` when a turn failed, the
+skill limit was exceeded or a process leaked.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "alone). Reports turns/s, latency p50/p95/p99 per phase, skill invocations/s, "
                     "queue, failures by category, peak live skill processes against the limit, "
                     "fairness and leaked processes (must be 0). Starts its own daemon (in a "
-                    "temporary data dir) when none answers, or with --start-daemon. Exit 1 if a "
+                    "temporary data dir) when none answers, or with --start-daemon. Its sessions "
+                    "are ended when it finishes or is interrupted. Exit 1 if a "
                     "turn failed, the limit was exceeded or a process leaked.")
     p.add_argument("--clients", type=int, default=4, metavar="N", help="concurrent sessions (4)")
     p.add_argument("--turns", type=int, metavar="M",

@@ -33,7 +33,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "a number picks a choice, other text is free text; "
                                    "/state, /help, /quit. Reads the terminal, a pipe, "
                                    "--script FILE, or nothing with --auto.")
-    p.add_argument("--session", metavar="ID", help="resume this session (default: a new one)")
+    p.add_argument("--session", metavar="ID",
+                   help="resume this session (default: a new one); an ended one is not "
+                        "played: play says so and offers a branch or a new session")
     p.add_argument("--campaign", metavar="ID|PATH",
                    help="the new session's campaign: a built-in or user campaign's id "
                         "(`narratoria campaigns list`), or a folder or package")
