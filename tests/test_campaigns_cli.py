@@ -188,6 +188,36 @@ def test_the_installed_command_runs_them(data_dir):
     assert proc.returncode == 1 and "odile_venn" in proc.stderr
 
 
+# -- validate --------------------------------------------------------------------------------
+
+def test_validate_takes_a_built_in_campaigns_id(capsys):
+    code, out, err = run(capsys, "validate", "long_ebb")
+    assert code == 0, err
+    assert f"{LONG_EBB}: valid: 0 error(s)" in out + err
+    doc = run_json(capsys, "validate", "long_ebb")
+    assert doc["ok"] is True and doc["campaign"]["id"] == "long_ebb"
+    assert doc["path"] == str(LONG_EBB.resolve())
+
+
+def test_validate_takes_a_user_campaigns_id_and_still_a_folder(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "share"))
+    shutil.copytree(TINY, tmp_path / "share" / "narratoria" / "campaigns" / "tiny_copy")
+    doc = run_json(capsys, "validate", "tiny_copy")
+    assert doc["ok"] is True and doc["campaign"]["id"] == "tiny_copy"
+    assert run_json(capsys, "validate", str(TINY))["path"] == str(TINY)
+
+
+def test_validate_refuses_an_unknown_id_or_a_missing_path_in_one_line(capsys, tmp_path):
+    code, out, err = run(capsys, "validate", "no_such_campaign_here")
+    assert code == 1 and out == ""
+    assert err.count("\n") == 1 and err.startswith("narratoria: ")
+    assert "no campaign with id 'no_such_campaign_here'" in err
+    missing = tmp_path / "gone"
+    code, out, err = run(capsys, "validate", str(missing))
+    assert code == 1 and out == ""
+    assert err == f"narratoria: campaign: {missing} does not exist\n"
+
+
 # -- LoadedCampaign ----------------------------------------------------------------------------
 
 def test_a_loaded_campaign_keeps_its_graph_and_assets():

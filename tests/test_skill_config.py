@@ -283,6 +283,32 @@ def test_disable_and_enable_persist_and_reach_a_running_registry(env, skills, tm
     assert missing.returncode == 1 and "unknown skill 'nope'" in missing.stderr
 
 
+def listed(env, skills) -> dict[str, bool]:
+    """Each skill's enabled state as `skills list --json` reports it."""
+    proc = cli(env, "skills", "list", "--skills-dir", str(skills), "--json")
+    assert proc.returncode == 0, proc.stderr
+    return {s["name"]: s["enabled"] for s in json.loads(proc.stdout)["skills"]}
+
+
+def test_skills_list_shows_whether_each_skill_is_enabled(env, skills, tmp_path):
+    assert listed(env, skills) == {"dice-roller": True, "storyteller": True}
+    assert cli(env, "skills", "disable", "storyteller", "--skills-dir", str(skills)).returncode == 0
+    assert listed(env, skills) == {"dice-roller": True, "storyteller": False}
+    text = cli(env, "skills", "list", "--skills-dir", str(skills)).stdout
+    assert "storyteller (storyteller, priority 50, disabled)" in text, text
+    assert "dice-roller (Dice Roller, priority 60, enabled)" in text, text
+    assert cli(env, "skills", "enable", "storyteller", "--skills-dir", str(skills)).returncode == 0
+    assert listed(env, skills) == {"dice-roller": True, "storyteller": True}
+    text = cli(env, "skills", "list", "--skills-dir", str(skills)).stdout
+    assert "storyteller (storyteller, priority 50, enabled)" in text, text
+    # Shipped off and never enabled (no settings file at all): disabled.
+    (tmp_path / "config" / "narratoria" / "skills.json").unlink()
+    (skills / "storyteller" / "SKILL.md").write_text(
+        "---\nname: storyteller\ndescription: Rich narration.\nmetadata:\n"
+        "  x-narratoria:\n    defaultEnabled: false\n---\nWrite well.\n")
+    assert listed(env, skills) == {"dice-roller": True, "storyteller": False}
+
+
 def test_a_skill_that_ships_off_is_offered_only_once_enabled(env, skills, tmp_path):
     skill_md = skills / "storyteller" / "SKILL.md"
     skill_md.write_text("---\nname: storyteller\ndescription: Rich narration.\nmetadata:\n"

@@ -28,8 +28,14 @@ def _problem_docs(problems) -> list[dict[str, Any]]:
 
 def cmd_campaigns_validate(args: argparse.Namespace) -> int:
     from narratoria.runtime.campaign import validate
+    from narratoria.runtime.campaign.library import CampaignNotFound
+    from narratoria.runtime.host.paths import default_data_dir
 
-    report = validate(Path(args.path))
+    try:  # a path as typed (problems print relative to it), else the id's folder or package
+        root = _locate(args.path, default_data_dir())
+    except CampaignNotFound as exc:
+        return fail(str(exc.args[0]), ExitCode.FAILED)
+    report = validate(root)
     if args.json:
         m = report.manifest
         print_json({"ok": report.ok, "path": str(report.root),
@@ -38,10 +44,10 @@ def cmd_campaigns_validate(args: argparse.Namespace) -> int:
                      "files": len(report.files), "problems": _problem_docs(report.problems)})
     else:
         for problem in report.problems:  # paths from here, so an editor can jump to them
-            print(f"{Path(args.path) / problem.file}:{problem.line}: {problem.field}: "
+            print(f"{root / problem.file}:{problem.line}: {problem.field}: "
                   f"{problem.message}" + (" (warning)" if problem.severity == "warning" else ""))
         verdict = "valid" if report.ok else "invalid"
-        print(f"{args.path}: {verdict}: {len(report.errors)} error(s), "
+        print(f"{root}: {verdict}: {len(report.errors)} error(s), "
               f"{len(report.warnings)} warning(s), {len(report.files)} file(s)",
               file=sys.stderr if report.problems else sys.stdout)
     return ExitCode.SUCCESS if report.ok else ExitCode.FAILED
@@ -89,14 +95,22 @@ def _ingest_through(client: NarratoriaClient, args: argparse.Namespace) -> int:
     return ExitCode.SUCCESS
 
 
-def _campaign_path(ref: str, data_dir: Path) -> Path:
-    """A folder or package path as given; else a built-in or user campaign's id."""
-    from narratoria.runtime.campaign.library import CampaignLibrary, CampaignNotFound
+def _locate(ref: str, data_dir: Path) -> Path:
+    """A folder or package path as given; else a built-in or user campaign's id
+    (``CampaignLibrary.locate``, as every command that takes an id); CampaignNotFound."""
+    from narratoria.runtime.campaign.library import CampaignLibrary
 
     if Path(ref).exists():
         return Path(ref)
+    return CampaignLibrary(data_dir).locate(ref)
+
+
+def _campaign_path(ref: str, data_dir: Path) -> Path:
+    """:func:`_locate`, or exit FAILED naming what names nothing."""
+    from narratoria.runtime.campaign.library import CampaignNotFound
+
     try:
-        return CampaignLibrary(data_dir).locate(ref)
+        return _locate(ref, data_dir)
     except CampaignNotFound as exc:
         raise SystemExit(fail(str(exc.args[0]), ExitCode.FAILED)) from None
 
@@ -216,8 +230,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     campaigns_sub = campaigns.add_subparsers(dest="campaigns_command", metavar="ACTION",
                                              required=True)
     cval = campaigns_sub.add_parser(
-        "validate", help="every problem of a campaign folder, as file:line: field: message")
-    cval.add_argument("path", metavar="PATH", help="the campaign folder or package")
+        "validate", help="every problem of a campaign folder, as file:line: field: message",
+        description="PATH is a campaign folder or package, or a built-in or user campaign's "
+                    "id (as `campaigns list` shows it).")
+    cval.add_argument("path", metavar="PATH", help="the campaign folder or package, or its id")
     cval.add_argument("--json", action="store_true")
     cval.set_defaults(func=cmd_campaigns_validate)
     cing = campaigns_sub.add_parser(

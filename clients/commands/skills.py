@@ -22,10 +22,13 @@ def cmd_skills_list(args: argparse.Namespace) -> int:
 
     registry = local.registry(args)
     d = registry.discovery
+    # The same per-user switches `skills enable|disable` write and the planner obeys.
+    off = skill_config.switched_off(d.skills.values())
     if args.json:
         print_json({
             "roots": [str(r) for r in registry.roots],
-            "skills": [{**s.summary(), "envReads": skill_config.env_reads(s)}
+            "skills": [{**s.summary(), "enabled": s.name not in off,
+                        "envReads": skill_config.env_reads(s)}
                        for s in d.skills.values()],
             "skipped": [{"path": str(s.path), "reason": s.reason} for s in d.skipped],
             "overridden": {k: [str(p) for p in v] for k, v in d.overridden.items()},
@@ -35,7 +38,8 @@ def cmd_skills_list(args: argparse.Namespace) -> int:
         print("no skills found in: " + ", ".join(str(r) for r in registry.roots))
     for skill in d.skills.values():
         label = skill.display_name or skill.name
-        print(f"{skill.name} ({label}, priority {skill.priority}) — {skill.root}")
+        state = "disabled" if skill.name in off else "enabled"
+        print(f"{skill.name} ({label}, priority {skill.priority}, {state}) — {skill.root}")
         print(f"    {skill.description.splitlines()[0][:100]}")
         for script in skill.scripts.values():
             timeout = f", timeout {script.timeout_ms} ms" if script.timeout_ms else ""
@@ -168,7 +172,8 @@ def cmd_skills_enable(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     skills = sub.add_parser("skills", help="discover and check skills")
     skills_sub = skills.add_subparsers(dest="skills_command", metavar="ACTION", required=True)
-    ls = skills_sub.add_parser("list", help="discovered skills, scripts, and skipped skills")
+    ls = skills_sub.add_parser(
+        "list", help="discovered skills (enabled or disabled), scripts, and skipped skills")
     add_skill_dirs(ls)
     ls.add_argument("--json", action="store_true")
     ls.set_defaults(func=cmd_skills_list)
