@@ -1,28 +1,45 @@
 """`narratoria characters`: the fresh-character gallery from the command line.
 
 A fresh character is a description and a portrait
-(docs/campaigns.md, "Player characters"). Local commands, no daemon: they read
-and write the character store in the data directory (``NARRATORIA_DATA_DIR``,
-else ``$XDG_DATA_HOME/narratoria``). With ``--json`` a command prints the
-character record as stored (snake_case keys) plus ``portrait_file``, the
-portrait's absolute path.
-Exit status: ``SUCCESS`` done, ``FAILED`` no such character, ``BAD_INPUT`` refused
-input (the message names the field: ``description``, ``portrait``, ``import``…).
+(docs/campaigns.md, "Player characters").
 
-The data dir's owner runs these, so they see every identity's characters: one a
-client identity made through the daemon (``owner`` ``client:NAME``) is marked so.
+One source of truth: when a daemon answers (``--socket``, ``--address``, else the
+socket in ``--data-dir``, else ``NARRATORIA_ADDRESS`` or the default socket), every
+command goes through its character RPCs, so what is made here is what ``play
+--character`` and the web page see. Only when none answers do they read and write the
+character store themselves, in ``--data-dir`` (else ``NARRATORIA_DATA_DIR``, else
+``$XDG_DATA_HOME/narratoria``), and say so in one line on stderr. A daemon named
+with ``--socket``/``--address`` that does not answer is an error, never a fallback.
+
+With ``--json`` a command prints the character plus ``via``: ``daemon`` (the
+daemon's CharacterInfo fields) or ``local`` (the record as stored, snake_case keys,
+plus ``portrait_file``, the portrait's absolute path).
+Exit status: ``SUCCESS`` done, ``FAILED`` no such character (or no daemon at an
+address given), ``BAD_INPUT`` refused input (the message names the field:
+``description``, ``portrait``, ``import``…).
+
+Locally the data dir's owner runs these, so they see every identity's characters: one
+a client identity made through the daemon (``owner`` ``client:NAME``) is marked so.
+Through the daemon they see the caller's own.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from narratoria.clients.commands.remote import daemon_errors
 from narratoria.clients.output import Command, Expected, ExitCode, emit, print_json, reporting
 
 if TYPE_CHECKING:
+    from narratoria.clients.client import NarratoriaClient
+    from narratoria.proto import narratoria_pb2 as pb
     from narratoria.runtime.characters.store import CharacterStore, FreshCharacter
+
+# How long to wait for a daemon to accept a connection before using the local store.
+_PROBE_S = 2.0
 
 _PREVIEW = 50  # the gallery shows the first 50 characters of a description
 
@@ -33,6 +50,7 @@ def _doc(store: CharacterStore, character: FreshCharacter) -> dict[str, Any]:
     doc = msgspec.to_builtins(character)
     portrait = store.portrait_file(character)
     doc["portrait_file"] = str(portrait) if portrait else None
+    doc["via"] = "local"
     return doc
 
 
@@ -65,17 +83,165 @@ def _description(args: argparse.Namespace) -> str | None:
 def _character_errors() -> list[Expected]:
     from narratoria.runtime.characters.store import CharacterError, CharacterNotFound
 
-    return [(CharacterNotFound, ExitCode.FAILED), (CharacterError, ExitCode.BAD_INPUT)]
+    return [(CharacterNotFound, ExitCode.FAILED), (CharacterError, ExitCode.BAD_INPUT),
+            *daemon_errors()]
 
 
-def _run(body: Callable[[CharacterStore, argparse.Namespace], int]) -> Command:
+def _daemon(args: argparse.Namespace) -> NarratoriaClient | None:
+    """A client of the daemon that answers where ``args`` say, or None: use the local store.
+
+    Only a connection is awaited, no RPC, so a busy daemon still counts as there."""
+    import grpc
+
+    from narratoria.clients.client import NarratoriaClient
+    from narratoria.runtime.host.endpoint import (client_endpoint, default_socket,
+                                                  parse_address, unix_endpoint)
+
+    named = bool(args.socket or args.address)
+    if args.socket:
+        endpoint = unix_endpoint(Path(args.socket).expanduser().absolute())
+    elif args.address:
+        endpoint = parse_address(args.address)
+    elif args.data_dir:  # `serve --data-dir D` listens on D's socket unless told otherwise
+        endpoint = unix_endpoint(default_socket(Path(args.data_dir).expanduser().absolute()))
+    else:
+        endpoint = client_endpoint()
+    client = NarratoriaClient(endpoint)
+    if named:
+        return client  # its first call says, in one line, that nothing answers there
+    if endpoint.unix_path is None or endpoint.unix_path.exists():
+        try:
+            grpc.channel_ready_future(client.channel).result(timeout=_PROBE_S)
+            return client
+        except grpc.FutureTimeoutError:
+            pass
+    client.close()
+    return None
+
+
+def _run(body: Callable[[CharacterStore, argparse.Namespace], int],
+         remote: Callable[[NarratoriaClient, argparse.Namespace], int]) -> Command:
     def command(args: argparse.Namespace) -> int:
+        client = _daemon(args)
+        if client is not None:
+            with client:
+                return remote(client, args)
         # Imported here, not at module level: building the parser for any other command
         # should not pay for Pillow and the store.
         from narratoria.runtime.characters.store import CharacterStore
 
-        return body(CharacterStore(), args)
+        store = CharacterStore(Path(args.data_dir).expanduser().absolute() if args.data_dir
+                               else None)
+        print(f"narratoria: no daemon answers; using the local character store in {store.root}",
+              file=sys.stderr)
+        return body(store, args)
     return reporting(command, _character_errors)
+
+
+# -- through the daemon ----------------------------------------------------------------------
+
+def _info_doc(info: pb.CharacterInfo) -> dict[str, Any]:
+    from narratoria.clients.client import message_to_dict
+
+    return {**message_to_dict(info), "via": "daemon"}
+
+
+def _info_badge(info: pb.CharacterInfo) -> str:
+    return "fresh" if info.fresh else "used in: " + ", ".join(info.campaigns)
+
+
+def _portrait_bytes(args: argparse.Namespace) -> bytes:
+    """The portrait, read and normalised here: the daemon cannot read the caller's
+    files, and a 512x512 PNG fits any gRPC message limit where a 5 MB upload may not."""
+    from narratoria.runtime.characters.store import prepare_portrait
+
+    return prepare_portrait(args.portrait) if args.portrait is not None else b""
+
+
+def _find(client: NarratoriaClient, character_id: str) -> pb.CharacterInfo:
+    from narratoria.runtime.characters.store import CharacterNotFound, check_id
+
+    check_id(character_id)
+    for info in client.list_characters():
+        if info.id == character_id:
+            return info
+    raise CharacterNotFound(f"no character {character_id!r} in the daemon's store")
+
+
+def remote_create(client: NarratoriaClient, args: argparse.Namespace) -> int:
+    info = client.save_character(_description(args) or "", _portrait_bytes(args), args.name or "")
+    emit(_info_doc(info), args.json, info.id)
+    return ExitCode.SUCCESS
+
+
+def remote_edit(client: NarratoriaClient, args: argparse.Namespace) -> int:
+    description = _description(args)
+    _check_edit(description, args)
+    info = client.save_character(description or "", _portrait_bytes(args), args.name or "",
+                                 character_id=args.id)
+    emit(_info_doc(info), args.json, info.id)
+    return ExitCode.SUCCESS
+
+
+def remote_list(client: NarratoriaClient, args: argparse.Namespace) -> int:
+    characters = client.list_characters()
+    if args.json:
+        print_json({"via": "daemon", "address": str(client.endpoint),
+                    "characters": [_info_doc(c) for c in characters]})
+        return ExitCode.SUCCESS
+    if not characters:
+        print(f"no characters (in the daemon at {client.endpoint})")
+    for c in characters:
+        print(f"{c.id}\t{c.name or '-'}\t{_preview(c.description)}\t[{_info_badge(c)}]")
+    return ExitCode.SUCCESS
+
+
+def remote_show(client: NarratoriaClient, args: argparse.Namespace) -> int:
+    info = _find(client, args.id)
+    if args.json:
+        print_json(_info_doc(info))
+        return ExitCode.SUCCESS
+    print(f"{info.id}\t{info.name or '-'}\t[{_info_badge(info)}]")
+    print(f"portrait: {'yes' if info.has_portrait else 'none'}")
+    print(info.description)
+    return ExitCode.SUCCESS
+
+
+def remote_delete(client: NarratoriaClient, args: argparse.Namespace) -> int:
+    client.delete_character(args.id)
+    if args.json:
+        print_json({"status": "deleted", "id": args.id, "via": "daemon"})
+    return ExitCode.SUCCESS
+
+
+def remote_export(client: NarratoriaClient, args: argparse.Namespace) -> int:
+    from datetime import datetime, timezone
+
+    from narratoria.runtime.characters.store import export_archive
+    from narratoria.runtime.files import write_atomic
+
+    info = _find(client, args.id)
+    png = client.get_character_portrait(info.id).data if info.has_portrait else None
+    created = (datetime.fromtimestamp(info.created_at_ms / 1000, timezone.utc)
+               if info.created_at_ms else None)
+    target = Path(args.output)
+    write_atomic(target, export_archive(info.description, info.name or None, created, png))
+    emit({"status": "exported", "id": args.id, "output": str(target), "via": "daemon"},
+         args.json, str(target))
+    return ExitCode.SUCCESS
+
+
+def remote_import(client: NarratoriaClient, args: argparse.Namespace) -> int:
+    from narratoria.runtime.characters.store import prepare_portrait, read_export
+
+    description, name, portrait = read_export(args.file)
+    info = client.save_character(description, prepare_portrait(portrait) if portrait else b"",
+                                 name or "")
+    emit(_info_doc(info), args.json, info.id)
+    return ExitCode.SUCCESS
+
+
+# -- in the local store ----------------------------------------------------------------------
 
 
 def _show_one(store: CharacterStore, character: FreshCharacter, as_json: bool) -> None:
@@ -90,6 +256,14 @@ def _show_one(store: CharacterStore, character: FreshCharacter, as_json: bool) -
               f"realised {r.realized_at:%Y-%m-%d}")
 
 
+def _check_edit(description: str | None, args: argparse.Namespace) -> None:
+    if description is None and args.portrait is None and args.name is None:
+        from narratoria.runtime.characters.store import CharacterError
+
+        raise CharacterError("edit: nothing to change (give --description, --description-file, "
+                             "--portrait or --name)")
+
+
 def cmd_create(store: CharacterStore, args: argparse.Namespace) -> int:
     character = store.create(_description(args), args.portrait, args.name)
     emit(_doc(store, character), args.json, character.id)
@@ -98,11 +272,7 @@ def cmd_create(store: CharacterStore, args: argparse.Namespace) -> int:
 
 def cmd_edit(store: CharacterStore, args: argparse.Namespace) -> int:
     description = _description(args)
-    if description is None and args.portrait is None and args.name is None:
-        from narratoria.runtime.characters.store import CharacterError
-
-        raise CharacterError("edit: nothing to change (give --description, --description-file, "
-                             "--portrait or --name)")
+    _check_edit(description, args)
     character = store.edit(args.id, description=description, portrait=args.portrait, name=args.name)
     emit(_doc(store, character), args.json, character.id)
     return ExitCode.SUCCESS
@@ -111,7 +281,8 @@ def cmd_edit(store: CharacterStore, args: argparse.Namespace) -> int:
 def cmd_list(store: CharacterStore, args: argparse.Namespace) -> int:
     characters = store.list()
     if args.json:
-        print_json({"dir": str(store.root), "characters": [_doc(store, c) for c in characters]})
+        print_json({"via": "local", "dir": str(store.root),
+                    "characters": [_doc(store, c) for c in characters]})
         return ExitCode.SUCCESS
     if not characters:
         print(f"no characters (in {store.root})")
@@ -128,13 +299,14 @@ def cmd_show(store: CharacterStore, args: argparse.Namespace) -> int:
 def cmd_delete(store: CharacterStore, args: argparse.Namespace) -> int:
     store.delete(args.id)
     if args.json:
-        print_json({"status": "deleted", "id": args.id})
+        print_json({"status": "deleted", "id": args.id, "via": "local"})
     return ExitCode.SUCCESS
 
 
 def cmd_export(store: CharacterStore, args: argparse.Namespace) -> int:
     target = store.export(args.id, args.output)
-    emit({"status": "exported", "id": args.id, "output": str(target)}, args.json, str(target))
+    emit({"status": "exported", "id": args.id, "output": str(target), "via": "local"},
+         args.json, str(target))
     return ExitCode.SUCCESS
 
 
@@ -156,6 +328,19 @@ def _add_description_options(p: argparse.ArgumentParser, required: bool) -> None
     p.add_argument("--json", action="store_true")
 
 
+def _add_where(p: argparse.ArgumentParser) -> None:
+    where = p.add_argument_group("where", "the daemon when one answers, else the local store")
+    daemon = where.add_mutually_exclusive_group()
+    daemon.add_argument("--socket", metavar="PATH", help="the daemon's unix socket (no "
+                        "fallback to the local store if it does not answer)")
+    daemon.add_argument("--address", metavar="ADDR", help="the daemon's address, unix:PATH or "
+                        "HOST:PORT (no fallback to the local store if it does not answer)")
+    where.add_argument("--data-dir", metavar="DIR", help="the daemon's data dir, as given to "
+                       "`serve --data-dir`: its socket is tried first, and with no daemon the "
+                       "store in DIR is used (default: NARRATORIA_DATA_DIR, else "
+                       "$XDG_DATA_HOME/narratoria)")
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Register ``characters`` under the top-level subcommands."""
     chars = sub.add_parser("characters", help="fresh player characters: create, edit, list, "
@@ -164,34 +349,41 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     create = actions.add_parser("create", help="a new fresh character; prints its id")
     _add_description_options(create, required=True)
-    create.set_defaults(func=_run(cmd_create))
+    _add_where(create)
+    create.set_defaults(func=_run(cmd_create, remote_create))
 
     edit = actions.add_parser("edit", help="change a character's description, portrait or name")
     edit.add_argument("id")
     _add_description_options(edit, required=False)
-    edit.set_defaults(func=_run(cmd_edit))
+    _add_where(edit)
+    edit.set_defaults(func=_run(cmd_edit, remote_edit))
 
     ls = actions.add_parser("list", help="the gallery: id, name, description, fresh or used")
     ls.add_argument("--json", action="store_true")
-    ls.set_defaults(func=_run(cmd_list))
+    _add_where(ls)
+    ls.set_defaults(func=_run(cmd_list, remote_list))
 
     show = actions.add_parser("show", help="one character, with its realisations")
     show.add_argument("id")
     show.add_argument("--json", action="store_true")
-    show.set_defaults(func=_run(cmd_show))
+    _add_where(show)
+    show.set_defaults(func=_run(cmd_show, remote_show))
 
     delete = actions.add_parser("delete", help="remove a character and its portrait")
     delete.add_argument("id")
     delete.add_argument("--json", action="store_true")
-    delete.set_defaults(func=_run(cmd_delete))
+    _add_where(delete)
+    delete.set_defaults(func=_run(cmd_delete, remote_delete))
 
     export = actions.add_parser("export", help="write a character as one .narratoria-character file")
     export.add_argument("id")
     export.add_argument("-o", "--output", required=True, metavar="FILE")
     export.add_argument("--json", action="store_true")
-    export.set_defaults(func=_run(cmd_export))
+    _add_where(export)
+    export.set_defaults(func=_run(cmd_export, remote_export))
 
     imp = actions.add_parser("import", help="add the character in a .narratoria-character file")
     imp.add_argument("file")
     imp.add_argument("--json", action="store_true")
-    imp.set_defaults(func=_run(cmd_import))
+    _add_where(imp)
+    imp.set_defaults(func=_run(cmd_import, remote_import))

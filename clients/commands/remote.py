@@ -11,7 +11,7 @@ def _client_error_code(exc: Any) -> ExitCode:
     return ExitCode.BAD_INPUT if exc.code == "INVALID_ARGUMENT" else ExitCode.FAILED
 
 
-def _daemon_errors() -> list[Expected]:
+def daemon_errors() -> list[Expected]:
     from narratoria.clients.client import ClientError
     from narratoria.runtime.host.endpoint import EndpointError
 
@@ -22,4 +22,4 @@ def daemon_command(func: Command) -> Command:
     """Report a daemon error or a bad NARRATORIA_ADDRESS in one line, never a traceback:
     ``BAD_INPUT`` for a request the daemon calls invalid (or an address that is not
     one), ``FAILED`` for everything else it refused or could not answer."""
-    return reporting(func, _daemon_errors)
+    return reporting(func, daemon_errors)

@@ -353,25 +353,39 @@ class CharacterStore:
         """Write the character as one ``.narratoria-character`` (zip) file at ``destination``."""
         character = self.get(character_id)
         portrait = self.portrait_file(character)
-        doc = _ExportDoc(format=EXPORT_FORMAT, version=1, description=character.description,
-                         name=character.name, created_at=character.created_at,
-                         portrait=EXPORT_PORTRAIT if portrait else None)
-        buffer = io.BytesIO()
-        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-            archive.writestr(EXPORT_JSON, msgspec.json.format(_encoder.encode(doc), indent=2))
-            if portrait:
-                try:
-                    archive.writestr(EXPORT_PORTRAIT, portrait.read_bytes())
-                except OSError as exc:
-                    raise CharacterError(f"portrait: cannot read {portrait}: {exc.strerror}") from None
+        try:
+            png = portrait.read_bytes() if portrait else None
+        except OSError as exc:
+            raise CharacterError(f"portrait: cannot read {portrait}: {exc.strerror}") from None
         target = Path(destination)
-        write_atomic(target, buffer.getvalue())
+        write_atomic(target, export_archive(character.description, character.name,
+                                            character.created_at, png))
         return target
 
     def import_file(self, source: str | os.PathLike[str]) -> FreshCharacter:
         """Add the character in export file ``source`` under a new id; CharacterError if refused."""
         doc, portrait = _read_export(Path(source))
         return self.create(doc.description, portrait, doc.name)
+
+
+def export_archive(description: str, name: str | None, created_at: datetime | None,
+                   portrait_png: bytes | None) -> bytes:
+    """The bytes of a ``.narratoria-character`` file (also built from a daemon's answer)."""
+    doc = _ExportDoc(format=EXPORT_FORMAT, version=1, description=description, name=name,
+                     created_at=created_at, portrait=EXPORT_PORTRAIT if portrait_png else None)
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr(EXPORT_JSON, msgspec.json.format(_encoder.encode(doc), indent=2))
+        if portrait_png:
+            archive.writestr(EXPORT_PORTRAIT, portrait_png)
+    return buffer.getvalue()
+
+
+def read_export(source: str | os.PathLike[str]) -> tuple[str, str | None, bytes | None]:
+    """The description, name and portrait in export file ``source``, checked as import
+    checks them (CharacterError if refused); the portrait is not yet validated."""
+    doc, portrait = _read_export(Path(source))
+    return doc.description, doc.name, portrait
 
 
 def _read_export(path: Path) -> tuple[_ExportDoc, bytes | None]:
