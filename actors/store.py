@@ -2,9 +2,9 @@
 
 It holds the persistence layer (memories, lore, reputation, …), the daemon's
 sessions and the narrative state engine (sessions as takes, scenes as moments,
-NPCs as characters: ``runtime/sessions/storyline.py``) in one database. Vectors come from the EmbedderActor. A threaded actor:
-DuckDB serves concurrent readers through per-thread cursors, and the store
-serialises writers itself.
+NPCs as characters: ``runtime/sessions/storyline.py``) in one database. Vectors
+come from the EmbedderActor. A threaded actor: DuckDB serves concurrent readers
+through per-thread cursors, and the store serialises writers itself.
 """
 
 from __future__ import annotations

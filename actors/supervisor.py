@@ -2,7 +2,8 @@
 
 Each session gets its own executor (its own plan concurrency rules and skill
 health, docs/plans.md, "Skill health"); every executor shares one
-:class:`ProcessSlots`, so the device never runs more than ``limit`` skill processes and excess work waits in order.
+:class:`ProcessSlots`, so the device never runs more than ``limit`` skill processes
+and excess work waits in order.
 Each invocation gets a store token bound to its playthrough and to the skill it
 runs (plans name registered skills only), valid while its plan runs, which the daemon's
 Store service checks: the skill names the scope of its own shared records.

@@ -520,7 +520,8 @@ def summary(r: dict[str, Any]) -> list[str]:
         + (f"; {phases}" if phases else ""),
         f"skills: {sk['invocations']} invocations, {sk['perS']}/s, duration p50 "
         f"{sk['durationMs']['p50']} ms, queue wait p50/p95 {sk['queueWaitMs']['p50']}/"
-        f"{sk['queueWaitMs']['p95']} ms (max depth {sk['queue']['depthMax']}), peak live {sk['peakLive']}/{sk['limit']} "
+        f"{sk['queueWaitMs']['p95']} ms (max depth {sk['queue']['depthMax']}), "
+        f"peak live {sk['peakLive']}/{sk['limit']} "
         f"(daemon's since start {sk['peakLiveDaemon']}; {'held' if sk['limitHeld'] else 'EXCEEDED'})",
         f"failures {r['failures']['total']} {r['failures']['byCategory'] or ''}".rstrip()
         + f"; fairness ratio {r['fairness']['ratio']}; leaked {r['leaked']['count']}"
