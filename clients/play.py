@@ -3,7 +3,9 @@
 Creates a session (or resumes one with ``--session``) and shows where the story
 stands — a new session's campaign opening and first choices, or a resumed one's last
 scene — then loops: read a line, play it as a turn, stream the story as it arrives. A number picks one of the offered
-choices, anything else is free text; ``/state``, ``/help``, ``/quit``. Input comes
+choices, anything else is free text; ``/state``, ``/help``, ``/quit``; ``/retry`` plays the
+last scene again and ``/rewind N`` goes back to scene N, each as a new take (the daemon's
+branch: the old session is kept and named, so the player can go back to it). Input comes
 from the terminal, from a pipe (scripts and tests), from ``--script FILE``, or from
 nobody at all with ``--auto`` (always the first choice), so a demo can run unattended.
 
@@ -35,6 +37,8 @@ HELP = """\
   any text      say or do something (free text)
   /state        show the session state
   /choices      show the choices again
+  /retry        play the last scene again as a new take (the old take is kept)
+  /rewind N     go back to scene N and play on from there as a new take
   /help         this help
   /quit         leave (EOF or Ctrl-D too); the session stays, resume it with --session
 """
@@ -47,10 +51,11 @@ RECOVERABLE = frozenset({"INVALID_ARGUMENT", "FAILED_PRECONDITION", "RESOURCE_EX
 class Action:
     """What one input line asks for."""
 
-    kind: str                   # turn | quit | state | help | choices | none | invalid
+    kind: str                   # turn | quit | state | help | choices | retry | rewind | none | invalid
     text: str | None = None     # a turn's free text
     choice: int | None = None   # a turn's 1-based choice
     message: str = ""           # why an input is invalid
+    scene: int | None = None    # /rewind's scene (1-based)
 
 
 def parse_action(line: str, choices: Sequence[str]) -> Action:
@@ -62,8 +67,10 @@ def parse_action(line: str, choices: Sequence[str]) -> Action:
         command = line[1:].split()[0].lower() if len(line) > 1 else ""
         if command in ("quit", "exit", "q"):
             return Action("quit")
-        if command in ("state", "help", "choices"):
+        if command in ("state", "help", "choices", "retry"):
             return Action(command)
+        if command == "rewind":
+            return _rewind_action(line.split()[1:])
         return Action("invalid", message=f"unknown command {line.split()[0]}; /help lists them")
     # A number picks a choice only when there are choices: with none on offer, "42"
     # may be an answer to a riddle.
@@ -73,6 +80,15 @@ def parse_action(line: str, choices: Sequence[str]) -> Action:
             return Action("invalid", message=f"no choice {n}: pick 1..{len(choices)}")
         return Action("turn", choice=n)
     return Action("turn", text=line)
+
+
+def _rewind_action(words: Sequence[str]) -> Action:
+    """``/rewind N``: N is checked against the session's scenes when it is played."""
+    if len(words) != 1 or not words[0].isdigit() or int(words[0]) < 1:
+        shown = " ".join(words) or "nothing"
+        return Action("invalid", message=f"/rewind takes one scene number (1 or more), "
+                                         f"not {shown}: /rewind N")
+    return Action("rewind", scene=int(words[0]))
 
 
 def auto_action(choices: Sequence[str]) -> Action:
@@ -266,6 +282,53 @@ def _next_action_source(args: argparse.Namespace, screen: _Screen
     return typed
 
 
+# -- retry and rewind ----------------------------------------------------------------------
+# Both are the daemon's Branch: a new session (a take) as the old one was before a scene,
+# the old one untouched. Play keeps no history of its own.
+
+def _kept(old: pb.Session) -> str:
+    return (f"the old take, session {old.id}, is kept: "
+            f"`narratoria play --session {old.id}` goes back to it")
+
+
+def _take_again(client: NarratoriaClient, session: pb.Session, turns: int, action: Action,
+                last_turn: Action | None, screen: _Screen) -> tuple[pb.Session, Action] | None:
+    """``/retry`` or ``/rewind N``: the new take to play on and what to do first in it (the
+    last scene's input again for a retry this loop saw played, else nothing), or None
+    (nothing branched, the reason said)."""
+    if turns < 1:
+        screen.note(f"  nothing to {action.kind} yet: no scene has been played\n")
+        return None
+    scene = turns if action.kind == "retry" else action.scene or 0
+    if not 1 <= scene <= turns:
+        screen.note(f"  no scene {scene} to rewind to: pick 1..{turns} "
+                    f"(session {session.id} has played {turns} scene(s))\n")
+        return None
+    try:
+        branched = client.branch(session.id, at_scene=scene)
+    except ClientError as exc:
+        if exc.code not in RECOVERABLE:
+            raise
+        err(str(exc))
+        return None
+    screen.doc({"kind": "branch", "session": message_to_dict(branched), "parent": session.id,
+                "at_scene": scene})
+    if action.kind == "retry":
+        screen.note(f"  retrying scene {scene} as a new take: session {branched.id} "
+                    f"({_kept(session)})\n")
+        if last_turn is None:  # resumed: the last scene's input was typed elsewhere
+            screen.note(f"  scene {scene} is next: say or pick what to do\n")
+            screen.text(format_session(branched))
+            return branched, Action("none")
+        shown = last_turn.choice if last_turn.choice else last_turn.text
+        screen.text(f"> {shown}\n")
+        return branched, last_turn
+    screen.note(f"  rewound to scene {scene} as a new take: session {branched.id}; "
+                f"scene {scene} is next ({_kept(session)})\n")
+    screen.text(format_session(branched))
+    return branched, Action("none")
+
+
 def cmd_play(args: argparse.Namespace) -> int:
     """Run the game loop on arguments ``commands/play.py`` has checked. Raises ClientError
     for errors that end it (the CLI reports them)."""
@@ -278,10 +341,19 @@ def cmd_play(args: argparse.Namespace) -> int:
         choices: list[str] = list(session.choices)
         next_action = _next_action_source(args, screen)
         played = 0
+        turns = session.turns
+        last_turn: Action | None = None  # what played the last scene, if this loop played it
         while limit is None or played < limit:
             action = next_action(choices)
             if action is None or action.kind == "quit":
                 break
+            if action.kind in ("retry", "rewind"):
+                again = _take_again(client, session, turns, action, last_turn, screen)
+                if again is None:
+                    continue
+                session, action = again
+                turns, choices = session.turns, list(session.choices)
+                last_turn = action if action.kind == "turn" else None
             if action.kind == "help":
                 screen.note(HELP)
             elif action.kind == "choices":
@@ -307,6 +379,8 @@ def cmd_play(args: argparse.Namespace) -> int:
                 if renderer.done is None:
                     raise ClientError("UNKNOWN", "the turn's stream ended before the turn did")
                 played += 1
+                turns += 1
+                last_turn = action
                 choices = renderer.choices
         if args.end:
             client.end_session(session.id)
