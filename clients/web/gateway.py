@@ -5,7 +5,9 @@ daemon's RPCs through :class:`NarratoriaClient`, and streams a turn's events to 
 browser as Server-Sent Events, each as soon as the daemon sends it. It keeps no game
 state and reads no game files: assets come from the daemon's ``GetAsset`` (which
 refuses paths outside the session's campaign and data folders), settings and
-characters are saved by the daemon.
+characters are saved by the daemon. The daemon may be away (still loading, restarting):
+:class:`DaemonLink` waits for it and reconnects, and meanwhile every API call answers
+503 ``{"waiting": true}`` and ``/api/health`` says ``"daemon": "waiting"``.
 
 Access: no other web page the user visits may use the gateway. Checked on every
 address, loopback included, by :class:`_Guard` before any route runs, in this order:
@@ -65,6 +67,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from narratoria.clients.client import ClientError, NarratoriaClient, event_to_dict, message_to_dict
+from narratoria.clients.web.daemon_link import DaemonLink, DaemonUnavailable, is_connection_loss
 
 __all__ = ["Access", "Gateway", "GatewayError", "create_app", "is_loopback", "new_token",
            "parse_listen", "parse_size"]
@@ -258,7 +261,16 @@ def _error(status: int, code: str, message: str, **extra: Any) -> JSONResponse:
     return JSONResponse({"error": {"code": code, "message": message, **extra}}, status_code=status)
 
 
+def _waiting(exc: DaemonUnavailable) -> JSONResponse:
+    """503 while no daemon answers: the page shows its waiting banner and retries."""
+    return JSONResponse({"error": {"code": exc.code, "message": exc.message, "waiting": True},
+                         "waiting": True, "daemon": "unavailable"},
+                        status_code=503, headers={"Retry-After": "1", "Cache-Control": "no-store"})
+
+
 def _client_error(exc: ClientError) -> JSONResponse:
+    if isinstance(exc, DaemonUnavailable):
+        return _waiting(exc)
     extra: dict[str, Any] = {}
     match = _FIELD_PREFIX.match(exc.message or "")
     if match and exc.code == "INVALID_ARGUMENT":
@@ -314,10 +326,15 @@ class _SessionCache:
 class Gateway:
     """The app's state: one daemon client (one client identity) and who may use it."""
 
-    def __init__(self, client: NarratoriaClient, access: Access) -> None:
-        self.client = client
+    def __init__(self, client: NarratoriaClient | DaemonLink, access: Access) -> None:
+        self.link = client if isinstance(client, DaemonLink) else DaemonLink.fixed(client)
         self.access = access
         self.cache = _SessionCache()
+
+    @property
+    def client(self) -> NarratoriaClient:
+        """The daemon's current client; DaemonUnavailable while it is away."""
+        return self.link.client()
 
     # -- daemon calls ----------------------------------------------------------------------
 
@@ -328,7 +345,13 @@ class Gateway:
         if not self.has(method):
             raise ClientError("UNIMPLEMENTED", f"this daemon client has no {method}() "
                                                "(the daemon is older than the web page)")
-        return await run_in_threadpool(getattr(self.client, method), *args, **kwargs)
+        client = self.client
+        try:
+            return await run_in_threadpool(getattr(client, method), *args, **kwargs)
+        except ClientError as exc:
+            if not is_connection_loss(exc) or not self.link.lost(client, exc):
+                raise
+            raise DaemonUnavailable(self.link.address, exc.message) from None
 
     async def visible_stats(self, session_id: str) -> set[str] | None:
         if session_id not in self.cache.visible:
@@ -354,7 +377,7 @@ def _json_body(request_body: bytes) -> dict[str, Any]:
     return doc
 
 
-def create_app(client: NarratoriaClient, access: Access) -> Starlette:
+def create_app(client: NarratoriaClient | DaemonLink, access: Access) -> Starlette:
     gw = Gateway(client, access)
 
     def api(handler: Callable[..., Any]) -> Callable[[Request], Any]:
@@ -378,6 +401,10 @@ def create_app(client: NarratoriaClient, access: Access) -> Starlette:
                                                             "Cache-Control": "no-cache"})
 
     # -- daemon & campaigns ----------------------------------------------------------------
+
+    async def health(request: Request) -> Response:
+        # 200 whatever the daemon's state: the gateway answers; the body says the rest.
+        return JSONResponse(gw.link.health(), headers={"Cache-Control": "no-store"})
 
     async def status(request: Request) -> Response:
         return JSONResponse(_dict(await gw.call("status")))
@@ -522,6 +549,7 @@ def create_app(client: NarratoriaClient, access: Access) -> Starlette:
     routes = [
         Route("/", index),
         Route("/api/status", api(status)),
+        Route("/api/health", health),
         Route("/api/campaigns", api(campaigns)),
         Route("/api/sessions", api(sessions), methods=["GET"]),
         Route("/api/sessions", api(create_session), methods=["POST"]),
@@ -909,7 +937,10 @@ def prepare(listen: str | None, socket_path: str | None, daemon_token: str | Non
 
 def serve(listen: str | None = None, socket: str | None = None, token: str | None = None,
           allow_hosts: list[str] | tuple[str, ...] = (), max_body: int = DEFAULT_MAX_BODY,
-          json_output: bool = False, log_level: str = "warning") -> int:
+          json_output: bool = False, log_level: str = "warning",
+          wait_s: float | None = None) -> int:
+    """Serve until stopped; ``wait_s``: give up (exit 1) when no daemon has answered
+    that many seconds after the start (None: wait as long as it takes)."""
     import uvicorn
 
     from narratoria.runtime.host.endpoint import EndpointError
@@ -920,14 +951,20 @@ def serve(listen: str | None = None, socket: str | None = None, token: str | Non
         print(f"narratoria web: {exc}", file=sys.stderr)
         return 2
     client = ready.client
-    try:
-        client.wait_ready(timeout_s=5.0)
-    except ClientError as exc:
-        print(f"narratoria web: {exc}", file=sys.stderr)
-        client.close()
-        ready.sock.close()
-        return 1
-    app = create_app(client, ready.access)
+    # The page is served at once; the daemon may still be loading (or restart later):
+    # the link waits for it and the API answers 503 "waiting" meanwhile.
+    server: Any = None
+    gave_up = threading.Event()
+
+    def give_up() -> None:
+        gave_up.set()
+        if server is not None:
+            server.should_exit = True
+
+    link = DaemonLink(client.endpoint, token=(token or "").strip() or None, first=client,
+                      give_up_s=wait_s, on_give_up=give_up)
+    link.connect_now(wait_s=0.5)
+    app = create_app(link, ready.access)
     host = ready.access.listen_host
     print(f"narratoria web: serving {ready.base_url()} (daemon at {client.endpoint}); "
           f"open {ready.url()}", file=sys.stderr, flush=True)
@@ -944,8 +981,9 @@ def serve(listen: str | None = None, socket: str | None = None, token: str | Non
                           "max_body": ready.access.max_body}), flush=True)
     try:
         server = uvicorn.Server(uvicorn.Config(app, log_level=log_level, access_log=False))
+        link.start()
         server.run(sockets=[ready.sock])
     finally:
-        client.close()
+        link.close()
         ready.sock.close()
-    return 0
+    return 1 if gave_up.is_set() else 0

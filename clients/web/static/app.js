@@ -64,6 +64,7 @@
     let doc = null;
     const type = res.headers.get("Content-Type") || "";
     if (type.includes("json")) doc = await res.json();
+    if (res.status === 503 && doc && doc.waiting) daemonWaiting();
     if (!res.ok && !(doc && res.status === 422)) throw new ApiError(res.status, doc);
     return doc;
   }
@@ -124,6 +125,51 @@
     assetsSeen: [],
   };
 
+  // ---------------------------------------------------------------- waiting for the daemon
+  // The gateway answers 503 {"waiting": true} while it has no daemon (still loading, or
+  // restarting): the banner shows, /api/health is polled, and once the daemon is back
+  // the banner goes and what the page shows is loaded again. No reload needed.
+  const WAIT_POLL_MS = 1500;
+  const IDLE_POLL_MS = 5000;
+  let daemonAway = false;
+
+  function daemonWaiting() {
+    $("#daemon-wait").hidden = false;
+    const badge = $("#daemon-status");
+    badge.textContent = "waiting for the daemon";
+    badge.className = "daemon-status bad";
+    daemonAway = true;
+  }
+
+  // A turn whose stream (or start) failed because the daemon went away: a calm note
+  // and the banner, not an error dump. True when that was the failure.
+  function daemonLost(code, entry) {
+    if (code !== "UNAVAILABLE") return false;
+    daemonWaiting();
+    entry.append(el("div", { class: "muted daemon-lost", text: "The daemon went away during this turn; the story resumes once it is back." }));
+    return true;
+  }
+
+  async function daemonBack() {
+    $("#daemon-wait").hidden = true;
+    daemonAway = false;
+    await daemonStatus();
+    try { await loadCampaigns(); } catch (e) { /* shown by the view */ }
+    route();
+    if (S.sid) loadAssets();
+  }
+
+  async function watchDaemon() {
+    let health = null;
+    try {
+      const res = await fetch("/api/health", { credentials: "same-origin", cache: "no-store" });
+      if (res.ok) health = await res.json();
+    } catch (e) { /* the gateway itself is away: try again */ }
+    if (health && health.waiting) daemonWaiting();
+    else if (health && daemonAway) await daemonBack();
+    setTimeout(watchDaemon, daemonAway ? WAIT_POLL_MS : IDLE_POLL_MS);
+  }
+
   // ---------------------------------------------------------------- routing
   function route() {
     const name = (location.hash.replace(/^#/, "").split("/")[0]) || "play";
@@ -181,7 +227,7 @@
       const story = $("#story");
       story.textContent = "";
       if (view.last_narration) {
-        story.append(el("article", { class: "entry" },
+        story.append(el("article", { class: "entry", dataset: { scene: String(view.turns || 0) } },
           el("div", { class: "narration", text: view.last_narration })));
       } else {
         const camp = S.campaigns.find(c => c.id === view.campaign);
@@ -194,6 +240,7 @@
     }
     renderState();
     renderGallery();
+    renderRetryButtons();
   }
 
   function campaignTitle(id) {
@@ -280,17 +327,72 @@
         }
       }
     } catch (e) {
-      entry.append(el("div", { class: "error", text: "The turn failed: " + e.message }));
-      toast(e.message, true);
+      if (!daemonLost(e.doc && e.doc.waiting ? "UNAVAILABLE" : "", entry)) {
+        entry.append(el("div", { class: "error", text: "The turn failed: " + e.message }));
+        toast(e.message, true);
+      }
     } finally {
       if (sid === S.sid) {
         try { await refreshView(false); } catch (e) { /* shown on the next try */ }
+        if (done) markScene(entry, body);
         try { await loadAssets(); } catch (e) { /* gallery stays as it was */ }
       }
       setBusy(false, done ? "" : "The turn did not finish.");
       setChoices(S.choices);
     }
     return done;
+  }
+
+  // ---------------------------------------------------------------- retry: a new take
+  // Each played scene's entry carries its number and, when this page played it, its input.
+  // A retry is the daemon's Branch at that scene (the old session is kept: Sessions lists
+  // it) and, when the page knows the input, that input played again.
+  function markScene(entry, body) {
+    entry.dataset.scene = String((S.view && S.view.turns) || 0);
+    entry.dataset.input = JSON.stringify(body);
+    renderRetryButtons();
+  }
+
+  function renderRetryButtons() {
+    const last = (S.view && S.view.turns) || 0;
+    $$("#story .entry[data-scene]").forEach(entry => {
+      $$(".retry", entry).forEach(b => b.remove());
+      const scene = Number(entry.dataset.scene);
+      if (!(scene >= 1 && scene <= last)) return;
+      entry.append(el("button", {
+        type: "button", class: "retry secondary", dataset: { retryScene: String(scene) },
+        title: "Play scene " + scene + " again as a new take (this one is kept)",
+        onclick: () => retryScene(scene),
+      }, scene === last ? "Retry" : "Retry from here"));
+    });
+  }
+
+  async function retryScene(scene) {
+    if (S.busy || !S.sid) return;
+    const old = S.sid;
+    const entry = $$("#story .entry[data-scene]").find(e => Number(e.dataset.scene) === scene);
+    const body = entry && entry.dataset.input ? JSON.parse(entry.dataset.input) : null;
+    let take;
+    try {
+      take = await api("POST", "/api/sessions/" + encodeURIComponent(old) + "/branch", { at_scene: scene });
+    } catch (e) { toast(e.message, true); return; }
+    // The story up to the scene stays on screen; the scene and what followed go.
+    $$("#story .entry").forEach(e => {
+      if (!e.dataset.scene || Number(e.dataset.scene) >= scene) e.remove();
+    });
+    S.sid = take.id;
+    localStorage.setItem("narratoria.session", take.id);
+    toast("Scene " + scene + " again, as a new take: session " + take.id +
+      " (the old take, " + old + ", is kept under Sessions)");
+    await refreshView(false);
+    const story = $("#story");
+    if (!story.children.length && S.view.last_narration) {
+      story.append(el("article", { class: "entry", dataset: { scene: String(S.view.turns || 0) } },
+        el("div", { class: "narration", text: S.view.last_narration })));
+    }
+    setChoices(S.view.choices || []);
+    renderRetryButtons();
+    if (body) await playTurn(body);
   }
 
   function parseFrame(frame) {
@@ -376,6 +478,7 @@
         break;
       }
       case "error":
+        if (daemonLost(ev.code, entry)) break;
         entry.append(el("div", { class: "error", text: (ev.code ? ev.code + ": " : "") + (ev.message || "error") }));
         break;
       default: break; // started, knowledge, end: nothing to show
@@ -1024,6 +1127,7 @@
   window.narratoria = { playTurn, openSession, state: S };
 
   daemonStatus();
+  watchDaemon();
   loadCampaigns().then(() => {
     if (!location.hash) location.hash = S.sid ? "#play" : "#sessions";
     else route();
