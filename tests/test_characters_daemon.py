@@ -1,6 +1,6 @@
 """`narratoria characters` has one source of truth: the daemon when one answers, so a
 character made on the command line is the one `play --character` and the web page see;
-the local store (in ``--data-dir`` when given) only when none does (issue 24, item 3).
+the local store (in ``--data-dir`` when given) only when none does.
 Real daemon, real CLI subprocesses, real files."""
 
 from __future__ import annotations

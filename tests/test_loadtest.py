@@ -87,7 +87,7 @@ def test_a_flood_of_parallel_tools_does_not_starve_another_sessions_turns(limite
 
 
 def loadtest_sessions(daemon) -> list:
-    """The loadtest's sessions this daemon still holds active (issue 24, item 4: none)."""
+    """The loadtest's sessions this daemon still holds active (none)."""
     with NarratoriaClient(f"unix://{daemon.socket}") as client:
         return [s for s in client.list_sessions() if s.title.startswith("loadtest")]
 

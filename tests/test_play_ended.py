@@ -1,4 +1,4 @@
-"""`narratoria play --session ID` on a session that has ended (issue 24, item 7): play
+"""`narratoria play --session ID` on a session that has ended: play
 says so in one line, naming the branch command and a new session, before any prompt
 opens; unattended it exits FAILED at once, at a terminal it offers a branch, a new
 session or quitting. The daemon's FAILED_PRECONDITION for each line never shows."""

@@ -1,4 +1,4 @@
-"""`/retry` and `/rewind N` in `narratoria play` (issue 24, item 9): each is the daemon's
+"""`/retry` and `/rewind N` in `narratoria play`: each is the daemon's
 Branch, so a retry is a new take of the last scene (its input played again) and a rewind
 a new take from scene N; the old sessions keep their scenes and are named, with the way
 back to them."""

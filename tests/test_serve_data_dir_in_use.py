@@ -1,4 +1,4 @@
-"""A second `narratoria serve` on a data dir a daemon is using (issue 24): one line naming
+"""A second `narratoria serve` on a data dir a daemon is using: one line naming
 the running daemon's pid, no traceback, exit 2, at once (before Ray starts); the running
 daemon is untouched. A SIGKILLed daemon leaves no lock behind."""
 

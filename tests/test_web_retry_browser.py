@@ -1,4 +1,4 @@
-"""Retry in the web page (issue 24, item 9), in a real headless Chromium (the Debian
+"""Retry in the web page, in a real headless Chromium (the Debian
 ``chromium`` package, driven by Playwright) against a real daemon and gateway: the last
 scene shows "Retry", each earlier one "Retry from here"; a click is the daemon's Branch
 at that scene through the gateway, then the scene's input played again, in a new take

@@ -97,6 +97,8 @@ def _daemon(args: argparse.Namespace) -> NarratoriaClient | None:
     from narratoria.runtime.host.endpoint import (client_endpoint, default_socket,
                                                   parse_address, unix_endpoint)
 
+    if args.local:
+        return None
     named = bool(args.socket or args.address)
     if args.socket:
         endpoint = unix_endpoint(Path(args.socket).expanduser().absolute())
@@ -335,6 +337,9 @@ def _add_where(p: argparse.ArgumentParser) -> None:
                         "fallback to the local store if it does not answer)")
     daemon.add_argument("--address", metavar="ADDR", help="the daemon's address, unix:PATH or "
                         "HOST:PORT (no fallback to the local store if it does not answer)")
+    daemon.add_argument("--local", action="store_true", help="the data dir's own store, "
+                        "never the daemon: the device owner's view, every client identity's "
+                        "characters marked with whose they are")
     where.add_argument("--data-dir", metavar="DIR", help="the daemon's data dir, as given to "
                        "`serve --data-dir`: its socket is tried first, and with no daemon the "
                        "store in DIR is used (default: NARRATORIA_DATA_DIR, else "

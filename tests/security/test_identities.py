@@ -234,8 +234,10 @@ def test_characters_belong_to_their_creator(daemon, identities):
         assert alice.get_character_portrait(made.id).data
         record = json.loads((daemon.dir / "data" / "characters" / f"{made.id}.json").read_text())
         assert record["owner"] == "client:alice"
-        # The data dir's owner, at the local CLI, sees it marked as alice's.
-        listed = narratoria(daemon, "characters", "list")
+        # Through the daemon the device owner sees only their own characters; the data
+        # dir's own store (--local) shows every identity's, this one marked as alice's.
+        assert made.id not in narratoria(daemon, "characters", "list").stdout
+        listed = narratoria(daemon, "characters", "list", "--local")
         assert any(made.id in line and "client:alice's" in line
                    for line in listed.stdout.splitlines()), listed.stdout
         assert alice.delete_character(made.id).id == made.id
