@@ -27,7 +27,7 @@ def process_alive(pid: int) -> bool:
     """True if ``pid`` runs; a zombie awaiting its reaper counts as dead."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # gone before the open, or the read
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 

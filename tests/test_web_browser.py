@@ -23,11 +23,9 @@ import pytest
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = Path("/usr/bin/chromium")
-if not CHROMIUM.exists():
-    pytest.skip("no /usr/bin/chromium (Debian package `chromium`): the browser tests need it; "
-                "nothing here downloads a browser", allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+from support.browser import chromium, playwright_or_skip  # noqa: E402
+
+sync_api = playwright_or_skip()
 
 from conftest import REPO, linked_test_skills  # noqa: E402
 from narratoria.clients.client import NarratoriaClient  # noqa: E402
@@ -38,9 +36,6 @@ ARTIFACTS = Path(os.environ.get("NARRATORIA_ARTIFACTS") or REPO / "tests" / "art
 # The README's picture: refreshed only when asked (NARRATORIA_UPDATE_DOCS=1), so a test
 # run never leaves the checkout changed.
 README_SHOT = REPO / "docs" / "web.png"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run",
-                 "--disable-quic"]
 TURN_TIMEOUT_MS = 120_000
 
 
@@ -60,10 +55,8 @@ def gateway(config_dir, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser():
-    with sync_api.sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
+    with chromium() as launched:
+        yield launched
 
 
 @pytest.fixture(scope="module")

@@ -12,18 +12,13 @@ import pytest
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = Path("/usr/bin/chromium")
-if not CHROMIUM.exists():
-    pytest.skip("no /usr/bin/chromium (Debian package `chromium`): the browser tests need it; "
-                "nothing here downloads a browser", allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+from support.browser import chromium, playwright_or_skip  # noqa: E402
+
+playwright_or_skip()
 
 from support.daemon import HASH_EMBEDDER, Daemon  # noqa: E402
 from support.web_process import WebProcess  # noqa: E402
 
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run",
-                 "--disable-quic"]
 PATTERN = ("--planner", "pattern", *HASH_EMBEDDER)
 SHOWN_MS = 20_000  # the page polls /api/health every 1.5 s (5 s while the daemon is up)
 
@@ -33,8 +28,7 @@ def test_the_page_waits_for_the_daemon_and_reloads_when_it_is_back():
     web = WebProcess(folder / "d.sock")
     daemon: Daemon | None = None
     try:
-        with sync_api.sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        with chromium() as browser:
             tab = browser.new_page()
             errors: list[str] = []
             tab.on("pageerror", lambda exc: errors.append(str(exc)))
@@ -56,7 +50,6 @@ def test_the_page_waits_for_the_daemon_and_reloads_when_it_is_back():
             daemon = Daemon(*PATTERN, folder=folder)
             banner.wait_for(state="hidden", timeout=SHOWN_MS)
             assert errors == [], errors
-            browser.close()
         assert web.proc.poll() is None, "".join(web.stderr)
     finally:
         web.stop()

@@ -6,24 +6,17 @@ the page moves to, the old take kept with its scenes."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = Path("/usr/bin/chromium")
-if not CHROMIUM.exists():
-    pytest.skip("no /usr/bin/chromium (Debian package `chromium`): the browser tests need it; "
-                "nothing here downloads a browser", allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+from support.browser import chromium, playwright_or_skip  # noqa: E402
+
+playwright_or_skip()
 
 from narratoria.clients.client import NarratoriaClient  # noqa: E402
 from support.web import LiveGateway  # noqa: E402
 
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run",
-                 "--disable-quic"]
 TURN_TIMEOUT_MS = 120_000
 
 
@@ -43,14 +36,12 @@ def live(config_dir):
 @pytest.fixture(scope="module")
 def page(live):
     gateway, _ = live
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+    with chromium() as browser:
         tab = browser.new_page()
         tab.errors = []
         tab.on("pageerror", lambda exc: tab.errors.append(str(exc)))
         tab.goto(gateway.login_url)
         yield tab
-        browser.close()
 
 
 def sid_of(page) -> str:
