@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("play", help="play in the terminal (a daemon session)",
                        description="Create (or --session resume) a session and play it: "
                                    "a number picks a choice, other text is free text; "
-                                   "/state, /help, /quit. Reads the terminal, a pipe, "
+                                   "/state, /retry, /rewind N, /help, /quit. Reads the terminal, a pipe, "
                                    "--script FILE, or nothing with --auto.")
     p.add_argument("--session", metavar="ID",
                    help="resume this session (default: a new one); an ended one is not "
