@@ -276,10 +276,13 @@ def tuned_on() -> set[str]:
 
 
 HELD_OUT_DEEDS = ("planner_deeds_heldout2.jsonl", "planner_deeds_heldout3.jsonl",
-                  "planner_deeds_heldout4.jsonl", "planner_deeds_heldout5.jsonl")
+                  "planner_deeds_heldout4.jsonl", "planner_deeds_heldout5.jsonl",
+                  "planner_deeds_heldout6.jsonl", "planner_deeds_heldout7.jsonl")
 # The held-out sets that play in campaigns of their own, which nothing is fitted on.
 HELD_OUT_CAMPAIGNS = {"planner_deeds_heldout4.jsonl": "tests/data/heldout/vellgate_heldout",
-                      "planner_deeds_heldout5.jsonl": "tests/data/heldout/brannoch_rise_heldout5"}
+                      "planner_deeds_heldout5.jsonl": "tests/data/heldout/brannoch_rise_heldout5",
+                      "planner_deeds_heldout6.jsonl": "tests/data/heldout/saltglass_orbit_heldout6",
+                      "planner_deeds_heldout7.jsonl": "tests/data/heldout/marrowfen_heldout7"}
 
 
 def test_held_out_deeds_are_separate_from_everything_tuned_on():
