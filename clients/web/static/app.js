@@ -177,6 +177,9 @@
     const view = known.includes(name) ? name : "play";
     for (const v of known) $("#view-" + v).hidden = v !== view;
     $$("#nav a").forEach(a => a.classList.toggle("active", a.dataset.view === view));
+    setMenu(false);
+    if (view !== "play") setStateDrawer(false);
+    $("#state-toggle").hidden = view !== "play" || !S.sid;
     if (view === "play") openPlay();
     if (view === "sessions") loadSessions();
     if (view === "characters") loadCharacters();
@@ -188,6 +191,7 @@
     try {
       const st = await api("GET", "/api/status");
       badge.textContent = "daemon " + (st.version || "up");
+      badge.title = badge.textContent;
       badge.className = "daemon-status ok";
     } catch (e) {
       badge.textContent = "daemon unreachable";
@@ -209,6 +213,7 @@
         localStorage.removeItem("narratoria.session");
         $("#no-session").hidden = false;
         $("#play").hidden = true;
+        $("#state-toggle").hidden = true;
       }
       toast(e.message, true);
     }
@@ -560,11 +565,46 @@
     return card;
   }
 
+  // Diagnostics: what authors and debugging read, not players. The turn's own log lines
+  // (the narrator's grounding report, name fixes, plot and state notes), the plan and
+  // timing notes, and a skill's debug and warning lines. What a skill did (its status,
+  // summary, info and error lines) and a replan or fallback stay in view.
+  const DIAG_KEY = "narratoria.diagnostics";
+  const PLAYER_NOTES = ["replan", "fallback"];
+
+  function diagnosticLog(level) {
+    return level === "debug" || level === "warn" || level === "warning";
+  }
+
+  function diagnosticNote(kind) {
+    return !PLAYER_NOTES.includes(String(kind).split(" ")[0]);
+  }
+
+  function diagnosticsShown() {
+    return localStorage.getItem(DIAG_KEY) === "1";
+  }
+
+  function updateDiagToggle() {
+    const shown = diagnosticsShown();
+    const count = $$("#tools .diag").length;
+    $("#tools").classList.toggle("show-diag", shown);
+    const button = $("#diag-toggle");
+    button.textContent = (shown ? "Hide" : "Show") + " diagnostics (" + count + ")";
+    button.setAttribute("aria-pressed", String(shown));
+    const ran = Object.keys(tools).length;
+    $("#tools-count").textContent = ran ? "(" + ran + ")" : "";
+  }
+
+  function toggleDiagnostics() {
+    localStorage.setItem(DIAG_KEY, diagnosticsShown() ? "0" : "1");
+    updateDiagToggle();
+  }
+
   function renderTools() {
     const box = $("#tools");
     box.textContent = "";
     const ids = Object.keys(tools);
-    if (!ids.length && !turnNotes.length) {
+    if (!ids.length) {
       box.append(el("p", { class: "muted" }, S.busy ? "Waiting for a plan\u2026" : "No tools ran in this turn."));
     }
     for (const id of ids) {
@@ -578,10 +618,14 @@
         t.summary ? el("div", { class: "tool-summary" }, t.summary) : null,
         t.error ? el("div", { class: "error" }, t.error) : null,
         t.logs.length ? el("ul", { class: "tool-logs" }, t.logs.map(l =>
-          el("li", { class: "log-" + l.level }, el("span", { class: "muted" }, l.level), " ", l.message))) : null);
+          el("li", { class: "log-" + l.level + (diagnosticLog(l.level) ? " diag" : "") },
+            el("span", { class: "muted" }, l.level), " ", l.message))) : null);
       box.append(row);
     }
-    for (const n of turnNotes) box.append(el("div", { class: "turn-note " + n.kind }, n.text));
+    for (const n of turnNotes) {
+      box.append(el("div", { class: "turn-note " + n.kind + (diagnosticNote(n.kind) ? " diag" : "") }, n.text));
+    }
+    updateDiagToggle();
   }
 
   // ---------------------------------------------------------------- state panel
@@ -598,6 +642,13 @@
   }
 
   function renderState() {
+    try { drawState(); } finally {
+      // On a phone the panel is behind the State button: the button says a stat changed.
+      $("#state-toggle").classList.toggle("has-change", !!$("#state .stat.changed"));
+    }
+  }
+
+  function drawState() {
     const box = $("#state");
     box.textContent = "";
     const view = S.view || {};
@@ -1008,6 +1059,31 @@
     return "json";
   }
 
+  // A setting's key as words, for a schema without a title: "maxResults" -> "Max results".
+  function humanizeKey(key) {
+    const words = String(key || "").replace(/([a-z0-9])([A-Z])/g, "$1 $2").replace(/[_-]+/g, " ").trim().toLowerCase();
+    return words.charAt(0).toUpperCase() + words.slice(1);
+  }
+
+  // What a value may be, in plain words ("1 to 120", "a whole number"): a small hint
+  // beside the setting's title and description, never the schema's own terms.
+  function fieldHint(f, kind) {
+    const has = v => v !== null && v !== undefined;
+    const parts = [];
+    if (kind === "number") {
+      if (has(f.minimum) && has(f.maximum)) parts.push(f.minimum + " to " + f.maximum);
+      else if (has(f.minimum)) parts.push("at least " + f.minimum);
+      else if (has(f.maximum)) parts.push("at most " + f.maximum);
+      else parts.push(f.type === "integer" ? "a whole number" : "a number");
+    } else if (kind === "json") {
+      parts.push(f.type === "array" ? "a list, written as JSON" : "written as JSON");
+    }
+    if (has(f.default) && !f.sensitive && typeof f.default !== "object" && kind !== "boolean") parts.push("default " + f.default);
+    if (f.required) parts.push("required");
+    if (f.source === "env") parts.push("set from the environment");
+    return parts.join(" \u00b7 ");
+  }
+
   async function loadSkillForm(name, form) {
     form.textContent = "";
     let cfg;
@@ -1049,14 +1125,14 @@
         initial[f.name] = input.value;
       }
       input.dataset.kind = kind;
-      const hint = [f.type, f.minimum !== null && f.minimum !== undefined ? "\u2265 " + f.minimum : "",
-        f.maximum !== null && f.maximum !== undefined ? "\u2264 " + f.maximum : "", f.required ? "required" : "",
-        f.source === "env" ? "from the environment" : ""].filter(Boolean).join(", ");
-      form.append(el("div", { class: "field", dataset: { field: f.name } },
-        el("label", { for: id }, f.title || f.name, " ", el("span", { class: "muted" }, hint)),
-        input,
-        el("span", { class: "field-error", dataset: { for: f.name } }),
-        f.description ? el("small", { class: "muted" }, f.description) : null));
+      const hint = fieldHint(f, kind);
+      const title = el("label", { for: id, class: "field-title" }, f.title || humanizeKey(f.name));
+      form.append(el("div", { class: "field" + (kind === "boolean" ? " field-check" : ""), dataset: { field: f.name } },
+        kind === "boolean" ? el("div", { class: "check-row" }, input, title) : title,
+        f.description ? el("small", { class: "field-desc muted" }, f.description) : null,
+        kind === "boolean" ? null : input,
+        hint ? el("small", { class: "field-hint" }, hint) : null,
+        el("span", { class: "field-error", dataset: { for: f.name } })));
     }
     if (fields.length) {
       const status = el("span", { class: "save-status muted" });
@@ -1116,6 +1192,37 @@
     try { await api("POST", "/api/sessions/" + encodeURIComponent(S.sid) + "/cancel"); }
     catch (e) { toast(e.message, true); }
   });
+  // ---------------------------------------------------------------- phone layout
+  // Below this width the page is story first: the menu holds the views and the daemon
+  // badge, the state panel and gallery open as a drawer, the tools start folded.
+  const PHONE = window.matchMedia("(max-width: 820px)");
+
+  function setMenu(open) {
+    document.body.classList.toggle("menu-open", open);
+    $("#menu-toggle").setAttribute("aria-expanded", String(open));
+  }
+
+  function setStateDrawer(open) {
+    document.body.classList.toggle("state-open", open);
+    $("#state-toggle").setAttribute("aria-expanded", String(open));
+    $("#drawer-backdrop").hidden = !open;
+    if (open) setMenu(false);
+  }
+
+  $("#menu-toggle").addEventListener("click", () => setMenu(!document.body.classList.contains("menu-open")));
+  $("#state-toggle").addEventListener("click", () => setStateDrawer(!document.body.classList.contains("state-open")));
+  $("#state-close").addEventListener("click", () => setStateDrawer(false));
+  $("#drawer-backdrop").addEventListener("click", () => setStateDrawer(false));
+  document.addEventListener("keydown", (ev) => {
+    if (ev.key !== "Escape") return;
+    setStateDrawer(false);
+    setMenu(false);
+  });
+  PHONE.addEventListener("change", () => { setStateDrawer(false); setMenu(false); });
+  if (PHONE.matches) $("#tools-box").open = false;
+  $("#diag-toggle").addEventListener("click", toggleDiagnostics);
+  updateDiagToggle();
+
   $("#start-form").addEventListener("submit", startCampaign);
   $("#start-campaign").addEventListener("change", showCampaignDesc);
   $("#sessions-all").addEventListener("change", loadSessions);
