@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from narratoria.clients.commands import campaign_queries
+from narratoria.clients.commands import campaign_import, campaign_queries
 from narratoria.clients.output import ExitCode, err, fail, print_json
 
 if TYPE_CHECKING:
@@ -259,3 +259,4 @@ def register(sub: argparse._SubParsersAction) -> None:
     clist.add_argument("--json", action="store_true")
     clist.set_defaults(func=cmd_campaigns_list)
     campaign_queries.register(campaigns_sub)  # related, assets: in their own module
+    campaign_import.register(campaigns_sub)   # import: lorebooks from other tools
