@@ -18,6 +18,17 @@ Exit status: ``SUCCESS`` done, ``FAILED`` no such character (or no daemon at an
 address given), ``BAD_INPUT`` refused input (the message names the field:
 ``description``, ``portrait``, ``import``…).
 
+``import`` also reads SillyTavern character cards (V1/V2/V3: a PNG with a ``chara`` or
+``ccv3`` chunk, a JSON card, a CHARX zip; ``runtime/characters/cards.py``): name,
+description, personality, scenario, first message, tags and image make a fresh
+character (the four middle ones as ``## Personality``… sections of its description),
+or, with ``--npc CAMPAIGN_DIR``, an NPC file in that campaign's ``characters/`` with
+the portrait in ``art/characters/``. A card's lorebook (``character_book``) becomes lore
+files: in the campaign's ``lore/`` with ``--npc``, in ``--lore-dir DIR`` for a player
+character, else it is reported as not imported. Every card field with no equivalent is
+listed (on stderr, and under ``unmapped`` with ``--json``). ``export --format card-v2``
+writes a V2 PNG card that SillyTavern reads.
+
 Locally the data dir's owner runs these, so they see every identity's characters: one
 a client identity made through the daemon (``owner`` ``client:NAME``) is marked so.
 Through the daemon they see the caller's own.
@@ -27,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -36,6 +48,7 @@ from narratoria.clients.output import Command, Expected, ExitCode, emit, print_j
 if TYPE_CHECKING:
     from narratoria.clients.client import NarratoriaClient
     from narratoria.proto import narratoria_pb2 as pb
+    from narratoria.runtime.characters.cards import Card
     from narratoria.runtime.characters.store import CharacterStore, FreshCharacter
 
 # How long to wait for a daemon to accept a connection before using the local store.
@@ -224,6 +237,9 @@ def remote_export(client: NarratoriaClient, args: argparse.Namespace) -> int:
 
     info = _find(client, args.id)
     png = client.get_character_portrait(info.id).data if info.has_portrait else None
+    if args.format == "card-v2":
+        return _export_card(info.id, info.name or None, info.description, png, "daemon", args)
+    _require_output(args)
     created = (datetime.fromtimestamp(info.created_at_ms / 1000, timezone.utc)
                if info.created_at_ms else None)
     target = Path(args.output)
@@ -233,9 +249,204 @@ def remote_export(client: NarratoriaClient, args: argparse.Namespace) -> int:
     return ExitCode.SUCCESS
 
 
+# -- character cards (runtime/characters/cards.py) ------------------------------------------
+
+@dataclass
+class _CardPlan:
+    """A card import, checked whole before anything is written."""
+
+    card: Card
+    target: str                                   # "player" or "npc"
+    description: str = ""                         # the fresh character's (player)
+    portrait: bytes | None = None                 # the 512x512 PNG to store
+    unmapped: list[str] = field(default_factory=list)
+    lore_files: dict[Path, str] = field(default_factory=dict)   # absolute path -> text
+    lore: dict[str, Any] = field(default_factory=dict)          # what became of the book
+
+
+def _card_plan(args: argparse.Namespace, target: str) -> _CardPlan | None:
+    """The card in ``args.file`` made ready to import, or None when the file is a
+    ``.narratoria-character`` export (the store's own import reads those)."""
+    from narratoria.runtime.characters.cards import card_kind, read_card, unmapped
+    from narratoria.runtime.characters.store import CharacterError, prepare_portrait
+
+    path = Path(args.file)
+    if card_kind(path) == "narratoria":
+        for option, value in (("--npc", args.npc), ("--lore-dir", args.lore_dir),
+                              ("--portrait", args.portrait)):
+            if value is not None:
+                raise CharacterError(f"import: {option} is for character cards; {path.name} is "
+                                     f"a .narratoria-character file")
+        return None
+    card = read_card(path)
+    plan = _CardPlan(card, target, unmapped=unmapped(card, target))  # type: ignore[arg-type]
+    image = args.portrait if args.portrait is not None else card.image
+    if image is not None:
+        plan.portrait = prepare_portrait(image)
+    elif target == "player":
+        raise CharacterError(f"portrait: {path.name} carries no image; give --portrait IMAGE "
+                             f"(PNG, JPEG or WebP)")
+    if target == "player":
+        from narratoria.runtime.characters.cards import fresh_description
+
+        plan.description, left_out = fresh_description(card)
+        plan.unmapped += left_out
+    _plan_lore(plan, args)
+    if target == "player":  # checked before the character is made: a refusal leaves nothing
+        _refuse_existing(list(plan.lore_files), "--lore-dir")
+    return plan
+
+
+def _plan_lore(plan: _CardPlan, args: argparse.Namespace) -> None:
+    """Where the card's ``character_book`` goes: the campaign's lore/ (an NPC), the
+    ``--lore-dir`` folder (a player character), else nowhere, said so."""
+    from narratoria.runtime.campaign.lorebook import LorebookError, book_lore_files
+    from narratoria.runtime.characters.cards import lore_target
+    from narratoria.runtime.characters.store import CharacterError
+
+    book = plan.card.character_book
+    if book is None:
+        plan.lore = {"imported": False, "reason": "the card has no character_book"}
+        return
+    entries = book.get("entries")
+    count = len(entries) if isinstance(entries, (list, dict)) else 0
+    if plan.target == "player" and args.lore_dir is None:
+        reason = (f"a player character carries no lore; give --lore-dir DIR (e.g. a "
+                  f"campaign's lore/ folder) to write its {count} entries as lore files")
+        plan.lore = {"imported": False, "entries": count, "reason": reason}
+        plan.unmapped.append(f"character_book: not imported: {reason}")
+        return
+    try:
+        # Not the bare file name: `campaigns validate` would warn that the lore names a
+        # .png asset missing from the campaign.
+        files, report = book_lore_files(book, source=f"{plan.card.file} (character card)")
+    except LorebookError as exc:
+        raise CharacterError(f"character_book: {exc}") from None
+    if plan.target == "npc":
+        root = Path(args.npc).expanduser().absolute()
+        plan.lore_files = {root / relative: text for relative, text in files.items()}
+    else:
+        root = Path(args.lore_dir).expanduser().absolute()
+        plan.lore_files = {root / lore_target(relative): text for relative, text in files.items()}
+    plan.lore = {"imported": True, "entries": count, "dir": str(root),
+                 "files": [str(p) for p in plan.lore_files], "report": report}
+
+
+def _refuse_existing(paths: list[Path], option: str) -> None:
+    from narratoria.runtime.characters.store import CharacterError
+
+    taken = [p for p in paths if p.exists()]
+    if taken:
+        raise CharacterError(f"{option}: {taken[0]} already exists (of {len(taken)} file(s) to "
+                             f"write); nothing was written and nothing is overwritten")
+
+
+def _write_new(path: Path, data: bytes) -> None:
+    # "x": a file that appeared since the check is refused, never overwritten.
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "xb") as fh:
+        fh.write(data)
+
+
+def _card_doc(plan: _CardPlan) -> dict[str, Any]:
+    card = plan.card
+    return {"card": {"file": card.file, "spec": card.spec, "from": card.container},
+            "unmapped": plan.unmapped, "lore": plan.lore}
+
+
+def _card_notes(plan: _CardPlan) -> None:
+    """What a person should know of the import, on stderr: stdout is the id alone."""
+    card = plan.card
+    notes = [f"imported {card.name!r} from {card.file} ({card.spec}, {card.container})",
+             *plan.unmapped]
+    if plan.lore.get("imported"):
+        notes.append(f"lore: {len(plan.lore['files'])} file(s) written under {plan.lore['dir']}")
+        notes += [f"lore: {line}" for line in plan.lore["report"]]
+    for note in notes:
+        print(f"narratoria: {note}", file=sys.stderr)
+
+
+def _report_card_import(plan: _CardPlan, doc: dict[str, Any], character_id: str,
+                        args: argparse.Namespace) -> int:
+    for path, text in plan.lore_files.items():
+        _write_new(path, text.encode("utf-8"))
+    if not args.json:
+        _card_notes(plan)
+    emit({**doc, **_card_doc(plan)}, args.json, character_id)
+    return ExitCode.SUCCESS
+
+
+def cmd_import_npc(args: argparse.Namespace) -> int:
+    """A card as an NPC of the campaign in ``--npc``: campaign files, so neither the
+    daemon nor the character store is involved."""
+    from narratoria.runtime.campaign.frontmatter import PORTRAIT_FOLDER
+    from narratoria.runtime.campaign.manifest import find_manifest
+    from narratoria.runtime.characters.cards import entity_slug, npc_markdown
+    from narratoria.runtime.characters.store import CharacterError
+
+    root = Path(args.npc).expanduser().absolute()
+    if not root.is_dir() or find_manifest(root) is None:
+        raise CharacterError(f"--npc: {root} is not a campaign folder (no campaign.yml or "
+                             f"manifest.json)")
+    if args.lore_dir is not None:
+        raise CharacterError("--lore-dir: not with --npc; an NPC's lore goes into the "
+                             "campaign's lore/ folder")
+    plan = _card_plan(args, "npc")
+    if plan is None:
+        raise CharacterError(f"import: --npc takes a character card; {Path(args.file).name} is "
+                             f"a .narratoria-character file")
+    card = plan.card
+    if not (card.description or card.personality or card.scenario):
+        raise CharacterError(f"description: {card.file}: the card has no description, "
+                             f"personality or scenario to make an NPC of")
+    entity_id = entity_slug(card.name)
+    npc_file = root / "characters" / f"character_{entity_id}.md"
+    asset = f"{PORTRAIT_FOLDER}/{entity_id}.png" if plan.portrait else None
+    if asset is None:
+        plan.unmapped.append("portrait: the card carries no image; the NPC has no portrait_asset")
+    writes = {npc_file: npc_markdown(card, entity_id, asset).encode("utf-8"),
+              **({root / asset: plan.portrait} if asset and plan.portrait else {}),
+              **{p: t.encode("utf-8") for p, t in plan.lore_files.items()}}
+    _refuse_existing(list(writes), "--npc")
+    for path, data in writes.items():
+        _write_new(path, data)
+    if not args.json:
+        _card_notes(plan)
+    emit({"status": "imported", "npc": str(npc_file), "entity_id": entity_id,
+          "portrait_asset": asset, "campaign": str(root), **_card_doc(plan)},
+         args.json, str(npc_file))
+    return ExitCode.SUCCESS
+
+
+def _export_card(character_id: str, name: str | None, description: str, png: bytes | None,
+                 via: str, args: argparse.Namespace) -> int:
+    from narratoria.runtime.characters.cards import card_png, card_v2, entity_slug
+    from narratoria.runtime.files import write_atomic
+
+    # A card must have a name; a fresh character may not (the campaign names it).
+    card_name = name or "Unnamed"
+    target = Path(args.output or f"{entity_slug(name or character_id)}.png")
+    write_atomic(target, card_png(card_v2(card_name, description), png))
+    emit({"status": "exported", "id": character_id, "output": str(target), "format": "card-v2",
+          "portrait": "the character's" if png else "generated", "via": via},
+         args.json, str(target))
+    return ExitCode.SUCCESS
+
+
+def _require_output(args: argparse.Namespace) -> None:
+    if not args.output:
+        from narratoria.runtime.characters.store import CharacterError
+
+        raise CharacterError("--output: required with --format narratoria (the "
+                             ".narratoria-character file to write)")
+
+
 def remote_import(client: NarratoriaClient, args: argparse.Namespace) -> int:
     from narratoria.runtime.characters.store import prepare_portrait, read_export
 
+    if (plan := _card_plan(args, "player")) is not None:
+        info = client.save_character(plan.description, plan.portrait or b"", plan.card.name)
+        return _report_card_import(plan, _info_doc(info), info.id, args)
     description, name, portrait = read_export(args.file)
     info = client.save_character(description, prepare_portrait(portrait) if portrait else b"",
                                  name or "")
@@ -306,6 +517,18 @@ def cmd_delete(store: CharacterStore, args: argparse.Namespace) -> int:
 
 
 def cmd_export(store: CharacterStore, args: argparse.Namespace) -> int:
+    if args.format == "card-v2":
+        character = store.get(args.id)
+        portrait = store.portrait_file(character)
+        try:
+            png = portrait.read_bytes() if portrait else None
+        except OSError as exc:
+            from narratoria.runtime.characters.store import CharacterError
+
+            raise CharacterError(f"portrait: cannot read {portrait}: {exc.strerror}") from None
+        return _export_card(character.id, character.name, character.description, png, "local",
+                            args)
+    _require_output(args)
     target = store.export(args.id, args.output)
     emit({"status": "exported", "id": args.id, "output": str(target), "via": "local"},
          args.json, str(target))
@@ -313,6 +536,9 @@ def cmd_export(store: CharacterStore, args: argparse.Namespace) -> int:
 
 
 def cmd_import(store: CharacterStore, args: argparse.Namespace) -> int:
+    if (plan := _card_plan(args, "player")) is not None:
+        character = store.create(plan.description, plan.portrait, plan.card.name)
+        return _report_card_import(plan, _doc(store, character), character.id, args)
     character = store.import_file(args.file)
     emit(_doc(store, character), args.json, character.id)
     return ExitCode.SUCCESS
@@ -380,15 +606,33 @@ def register(sub: argparse._SubParsersAction) -> None:
     _add_where(delete)
     delete.set_defaults(func=_run(cmd_delete, remote_delete))
 
-    export = actions.add_parser("export", help="write a character as one .narratoria-character file")
+    export = actions.add_parser("export", help="write a character as one .narratoria-character "
+                                               "file, or as a SillyTavern card (--format card-v2)")
     export.add_argument("id")
-    export.add_argument("-o", "--output", required=True, metavar="FILE")
+    export.add_argument("-o", "--output", metavar="FILE", help="the file to write (required for "
+                        "--format narratoria; for card-v2 the default is NAME.png here)")
+    export.add_argument("--format", choices=("narratoria", "card-v2"), default="narratoria",
+                        help="narratoria: a .narratoria-character file (default); card-v2: a PNG "
+                             "of the portrait (or a plain generated image) with a Character Card "
+                             "V2 'chara' chunk, as SillyTavern reads it")
     export.add_argument("--json", action="store_true")
     _add_where(export)
     export.set_defaults(func=_run(cmd_export, remote_export))
 
-    imp = actions.add_parser("import", help="add the character in a .narratoria-character file")
-    imp.add_argument("file")
+    imp = actions.add_parser("import", help="add the character in a .narratoria-character file "
+                                            "or a SillyTavern character card (PNG, JSON, CHARX)")
+    imp.add_argument("file", help="a .narratoria-character file, or a Character Card V1/V2/V3: "
+                                  "a PNG with a chara or ccv3 chunk, a .json card or a .charx")
+    imp.add_argument("--npc", metavar="CAMPAIGN_DIR", help="make the card an NPC of this "
+                     "campaign instead: characters/character_ID.md, its portrait in "
+                     "art/characters/, its lorebook in lore/ (no daemon or store involved)")
+    imp.add_argument("--lore-dir", metavar="DIR", help="for a player character: write the "
+                     "card's lorebook (character_book) as lore files into DIR, e.g. a "
+                     "campaign's lore/ folder; without it the lorebook is reported, not imported")
+    imp.add_argument("--portrait", metavar="IMAGE", help="the portrait, for a card that carries "
+                     "no image (or instead of its image)")
     imp.add_argument("--json", action="store_true")
     _add_where(imp)
-    imp.set_defaults(func=_run(cmd_import, remote_import))
+    as_player = _run(cmd_import, remote_import)
+    as_npc = reporting(cmd_import_npc, _character_errors)
+    imp.set_defaults(func=lambda args: as_npc(args) if args.npc is not None else as_player(args))
