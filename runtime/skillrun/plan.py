@@ -6,6 +6,7 @@ decoding a plan validates its types and names the offending field on error.
 
 from __future__ import annotations
 
+import copy
 import graphlib
 import uuid
 from pathlib import Path
@@ -79,32 +80,44 @@ class ToolError(msgspec.Struct, kw_only=True, omit_defaults=True):
     line: int | None = None
 
 
-class ToolResult(msgspec.Struct, kw_only=True):
+def _kept(value: Any) -> Any:
+    """A default that ``omit_defaults`` still writes.
+
+    msgspec leaves out a field equal to a constant default, or an empty collection
+    made by ``list``/``dict`` themselves, but never a value from another factory.
+    The Execution Result always carries its counts and collections, while an absent
+    ``output`` or ``error`` is left out: the original schema wants an object there or
+    no key, never ``null``.
+    """
+    return msgspec.field(default_factory=lambda: copy.deepcopy(value))
+
+
+class ToolResult(msgspec.Struct, kw_only=True, omit_defaults=True):
     toolId: str
     state: ToolState
     skill: str | None = None
     output: dict[str, Any] | None = None
-    events: list[dict[str, Any]] = []
-    executionTimeMs: int = 0
-    retryCount: int = 0
+    events: list[dict[str, Any]] = _kept([])
+    executionTimeMs: int = _kept(0)
+    retryCount: int = _kept(0)
     error: ToolError | None = None
     exitCode: int | None = None
     stderr: str = ""
     warnings: list[str] = []
 
 
-class ExecutionResult(msgspec.Struct, kw_only=True):
+class ExecutionResult(msgspec.Struct, kw_only=True, omit_defaults=True):
     planId: str
     success: bool
     canReplan: bool
-    failedTools: list[str] = []
-    disabledSkills: list[str] = []
-    toolResults: list[ToolResult] = []
-    aggregatedState: dict[str, Any] = {}
-    aggregatedAssets: list[dict[str, Any]] = []
-    uiEvents: list[dict[str, Any]] = []
-    executionTimeMs: int = 0
-    attemptNumber: int = 1
+    failedTools: list[str] = _kept([])
+    disabledSkills: list[str] = _kept([])
+    toolResults: list[ToolResult] = _kept([])
+    aggregatedState: dict[str, Any] = _kept({})
+    aggregatedAssets: list[dict[str, Any]] = _kept([])
+    uiEvents: list[dict[str, Any]] = _kept([])
+    executionTimeMs: int = _kept(0)
+    attemptNumber: int = _kept(1)
     error: ToolError | None = None
 
 
@@ -125,8 +138,13 @@ def _line_col(data: bytes, byte_offset: int) -> tuple[int, int]:
     return line, col
 
 
-def decode_plan(data: bytes | str, source: str = "<plan>") -> Plan:
-    """Decode and validate Plan JSON; errors name the source, line or field."""
+def decode_plan(data: bytes | str, source: str = "<plan>", *, check_graph: bool = True) -> Plan:
+    """Decode and validate Plan JSON; errors name the source, line or field.
+
+    ``check_graph=False`` checks the document only, leaving its tools' graph (duplicate
+    ids, unknown dependencies, cycles) to the executor, which answers such a plan with
+    an Execution Result rather than an exception.
+    """
     try:
         raw = data.encode() if isinstance(data, str) else data
     except UnicodeEncodeError as exc:  # a lone surrogate: no JSON text can hold it
@@ -145,16 +163,17 @@ def decode_plan(data: bytes | str, source: str = "<plan>") -> Plan:
             line, col = _line_col(raw, offset)
             message = f"{message} at line {line}, column {col}"
         raise PlanError(f"{source}: {message}") from None
-    validate_plan(plan)
+    if check_graph:
+        validate_plan(plan)
     return plan
 
 
-def load_plan(path: Path) -> Plan:
+def load_plan(path: Path, *, check_graph: bool = True) -> Plan:
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise PlanError(f"{path}: cannot read plan: {exc.strerror}", code="unreadable") from None
-    return decode_plan(data, str(path))
+    return decode_plan(data, str(path), check_graph=check_graph)
 
 
 def encode(doc: msgspec.Struct) -> bytes:
