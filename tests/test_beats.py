@@ -187,8 +187,9 @@ def test_conditions_may_be_mappings_and_path_op_value_mappings(tmp_path: Path):
                          "got a list"), id="conditions-not-a-mapping"),
     pytest.param("plot_beat_x.yml", "conditions:\n  scene_min: 3\n",
                  Problem("plot_beat_x.yml", 2, "conditions.scene_min", "unknown condition; "
-                         "conditions are scene_count_min, scene_count_max, requires_beat, "
-                         "player_state, world_state, state, npc_state, player_choice"),
+                         "conditions are scene_count, scene_count_min, scene_count_max, "
+                         "requires_beat, requires_any_beat, player_state, world_state, state, "
+                         "npc_state, player_choice, player_choices, custom"),
                  id="unknown-condition"),
     pytest.param("plot_beat_x.yml", "conditions:\n  scene_count_min: 6\n  scene_count_max: 4\n",
                  Problem("plot_beat_x.yml", 2, "conditions.scene_count_min", "the window opens "

@@ -246,3 +246,16 @@ def test_the_current_empty_folder_can_be_the_campaign(tmp_path):
     assert sorted(p.name for p in here.iterdir()) == ["campaign.yml", "lore"]
     assert "id: quay_here" in (here / "campaign.yml").read_text()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["quay.lorebook", "quay_here"]
+
+
+def test_a_provenance_naming_an_image_is_no_missing_asset(tmp_path):
+    """A card's book read from ``odile.png``: where the lore came from is not an asset the
+    campaign should hold, so validation warns of nothing."""
+    out = tmp_path / "odile"
+    imported(write(tmp_path / "odile.json", CARD), out)
+    files, _ = book_lore_files(CARD["data"]["character_book"], source="odile.png")
+    for name, text in files.items():
+        (out / name).write_text(text, "utf-8")
+    proc = narratoria("validate", str(out), "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert "odile.png" not in proc.stdout

@@ -44,7 +44,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from narratoria.runtime.campaign.beats import FALSY, TRUTHY, Beat, NpcCondition, StateCondition
+from narratoria.runtime.campaign.beats import (FALSY, TRUTHY, Beat, NpcCondition, StateCondition,
+                                               after_prerequisites, prerequisites)
 from narratoria.runtime.state import SessionState
 from narratoria.runtime.state.paths import get_path
 
@@ -61,7 +62,8 @@ class BeatTracker:
     due: Mapping[str, int] = field(default_factory=dict)        # beat id -> scene it fell due
     skipped: Mapping[str, str] = field(default_factory=dict)    # beat id -> why it cannot happen
     # Beats whose player_choice condition a choice has met: choices are not state,
-    # so the tracker remembers them rather than rereading history.
+    # so the tracker remembers them rather than rereading history. A beat that needs
+    # all of its player_choices has one entry "<beat id>:<n>" for each made so far.
     chosen: frozenset[str] = frozenset()
 
     def to_json(self) -> dict[str, Any]:
@@ -161,7 +163,7 @@ def transition(beats: Sequence[Beat], tracker: BeatTracker, scene: int,
     triggered = {k: v for k, v in tracker.triggered.items() if k in by_id}
     due = {k: v for k, v in tracker.due.items() if k in by_id}
     skipped = {k: v for k, v in tracker.skipped.items() if k in by_id}
-    chosen = {c for c in tracker.chosen if c in by_id}
+    chosen = {c for c in tracker.chosen if c.split(":", 1)[0] in by_id}
 
     def open_(beat: Beat) -> bool:
         return beat.id not in triggered and beat.id not in due and beat.id not in skipped
@@ -169,8 +171,12 @@ def transition(beats: Sequence[Beat], tracker: BeatTracker, scene: int,
     for beat in beats:
         if open_(beat) and beat.choices and beat.id not in chosen and _said(beat.choices, choice):
             chosen.add(beat.id)
+        if open_(beat):
+            chosen.update(f"{beat.id}:{n}" for n, phrase in enumerate(beat.all_choices)
+                          if _said([phrase], choice))
     for beat in beats:
-        if open_(beat) and eligible(beat, scene, triggered, tree, npcs or {}, beat.id in chosen):
+        if open_(beat) and eligible(beat, scene, triggered, tree, npcs or {}, beat.id in chosen,
+                                    all_chosen=_all_chosen(beat, chosen)):
             due[beat.id] = scene
 
     ranked = sorted(due, key=lambda i: (-by_id[i].priority, due[i], i))
@@ -187,15 +193,20 @@ def transition(beats: Sequence[Beat], tracker: BeatTracker, scene: int,
 
 
 def eligible(beat: Beat, scene: int, triggered: Mapping[str, int], state: Mapping[str, Any],
-             npcs: NpcValues, chosen: bool) -> bool:
-    """Whether every condition of ``beat`` holds at the transition into ``scene``."""
+             npcs: NpcValues, chosen: bool, *, all_chosen: bool = True) -> bool:
+    """Whether every condition of ``beat`` holds at the transition into ``scene``
+    (``chosen``: one of its ``choices`` was made; ``all_chosen``: all its ``all_choices``)."""
     if beat.scene_min is not None and scene < beat.scene_min:
         return False
     if beat.scene_max is not None and scene > beat.scene_max and beat.skippable:
         return False
     if any(triggered.get(need, scene) >= scene for need in beat.requires):
         return False
+    if beat.requires_any and all(triggered.get(n, scene) >= scene for n in beat.requires_any):
+        return False
     if beat.choices and not chosen:
+        return False
+    if beat.all_choices and not all_chosen:
         return False
     return (all(holds(c, get_path(state, c.path)) for c in beat.state)
             and all(holds(c, npc_value(c, state, npcs)) for c in beat.npcs))
@@ -231,6 +242,10 @@ def npc_value(condition: NpcCondition, state: Mapping[str, Any], npcs: NpcValues
     return None
 
 
+def _all_chosen(beat: Beat, chosen: set[str]) -> bool:
+    return all(f"{beat.id}:{n}" in chosen for n in range(len(beat.all_choices)))
+
+
 def _said(phrases: Sequence[str], choice: str) -> bool:
     text = " ".join(choice.lower().split())
     return bool(text) and any(re.search(rf"(?<!\w){re.escape(p)}(?!\w)", text) for p in phrases)
@@ -242,7 +257,7 @@ def _unreachable(beats: Sequence[Beat], scene: int, triggered: Mapping[str, int]
     skipped beat's dependants are skipped in the same pass."""
     by_id = {b.id: b for b in beats}
     order = graphlib.TopologicalSorter(
-        {b.id: [n for n in b.requires if n in by_id] for b in beats}).static_order()
+        {b.id: [n for n in prerequisites(b) if n in by_id] for b in beats}).static_order()
     # The first scene each beat can trigger in from the next one on: inf when never.
     earliest: dict[str, float] = {}
     found: list[Skip] = []
@@ -258,8 +273,11 @@ def _unreachable(beats: Sequence[Beat], scene: int, triggered: Mapping[str, int]
             earliest[beat_id] = math.inf
             continue
         lost = [n for n in beat.requires if earliest.get(n, math.inf) == math.inf]
+        if beat.requires_any and all(earliest.get(n, math.inf) == math.inf
+                                     for n in beat.requires_any):
+            lost.append(" or ".join(beat.requires_any))
         at = max([float(scene + 1), float(beat.scene_min or 0)]
-                 + [earliest.get(n, math.inf) + 1 for n in beat.requires])
+                 + after_prerequisites(beat, earliest))
         reason = None
         if lost:
             reason = f"prerequisite {lost[0]!r} will never trigger"

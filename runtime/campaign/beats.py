@@ -26,7 +26,30 @@ happen. Campaigns write beats three ways, all read here into one :class:`Beat`:
       skippable: false
 
 - many beats in one file (``plot/beats.json``): ``{"beats": [{"id": ...}, ...]}``
-  or a bare list, each entry shaped as above with ``id`` (or ``entity_id``);
+  or a bare list, each entry shaped as above with ``id`` (or ``entity_id``), or as the
+  plot-beats schema writes it::
+
+      {"beats": [{"id": "beat_002", "title": "The Betrayal", "description": "...",
+                  "priority": "high",
+                  "conditions": {"scene_count": {"min": 10, "max": 20},
+                                 "requires_beat": "beat_001",
+                                 "requires_any_beat": ["beat_003", "beat_004"],
+                                 "player_state": "established in Camelot",
+                                 "player_choices": ["trusted_morgana", "refused_quest"],
+                                 "npc_state": {"morgana": "betrayed"},
+                                 "world_state": {"camelot_status": "at_war"},
+                                 "custom": {"expression": "player.fame > 50 && not player.cursed"}},
+                  "consequences": ["Morgana becomes active antagonist"]}]}
+
+  Both spellings mean the same beat: ``scene_count {min, max}`` is the window;
+  ``player_state`` text that is not a condition names a player flag
+  (``established in Camelot`` → ``player.established_in_camelot`` is truthy);
+  ``requires_any_beat`` needs one of its beats to have triggered, ``player_choices``
+  every one of its choices to have been made (``player_choice``: any one);
+  ``npc_state {npc: value}`` compares ``npcs.<npc>.state``; ``custom.expression`` is
+  state conditions joined by ``&&``; a text consequence is told to the narrator.
+  The schema's other fields (``outcomes``, ``dialogue``, ``location``, ``tags``...)
+  are the author's notes and are not checked;
 - a prose file (``plot_beat_vision.txt``) whose frontmatter holds the
   fields above (``plot_requirements`` is read as ``requires_beat``) and
   whose prose is the narrator's guidance.
@@ -67,8 +90,11 @@ DEFAULT_PRIORITY = PRIORITIES["medium"]
 OPERATORS = ("==", "!=", "<=", ">=", "<", ">")
 ORDERING = frozenset({"<", "<=", ">", ">="})
 TRUTHY, FALSY = "truthy", "falsy"   # a bare path, and "not <path>"
-CONDITION_KEYS = ("scene_count_min", "scene_count_max", "requires_beat", "player_state",
-                  "world_state", "state", "npc_state", "player_choice")
+CONDITION_KEYS = ("scene_count", "scene_count_min", "scene_count_max", "requires_beat",
+                  "requires_any_beat", "player_state", "world_state", "state", "npc_state",
+                  "player_choice", "player_choices", "custom")
+# The attribute ``npc_state: {morgana: betrayed}`` compares (the plot-beats schema's form).
+NPC_STATE_ATTRIBUTE = "state"
 # Where each kind of state condition looks: authors write "established_in_camelot"
 # under player_state, not "player.established_in_camelot".
 STATE_PREFIXES = {"player_state": "player", "world_state": "world", "state": ""}
@@ -121,6 +147,9 @@ class Beat:
     state: tuple[StateCondition, ...] = ()
     npcs: tuple[NpcCondition, ...] = ()
     choices: tuple[str, ...] = ()       # any one, said in a player's choice, satisfies it
+    all_choices: tuple[str, ...] = ()   # every one, each said in some choice, satisfies it
+    requires_any: tuple[str, ...] = ()  # one of these beats triggered in an earlier scene
+    consequences: tuple[str, ...] = ()  # what changes afterwards, told to the narrator
     # False: the window's end is a target, not a cutoff; the beat may trigger late.
     skippable: bool = True
     ending: bool = False
@@ -315,21 +344,25 @@ def _beat(src: _Source) -> Beat | None:
         if key not in CONDITION_KEYS:
             src.problem(f"conditions.{key}", f"unknown condition; conditions are "
                                              f"{', '.join(CONDITION_KEYS)}")
-    low = _scene(src, conditions, "scene_count_min")
-    high = _scene(src, conditions, "scene_count_max")
-    if low is not None and high is not None and low > high:
-        src.problem("conditions.scene_count_min",
-                    f"the window opens at scene {low}, after it closes at scene {high}")
+    low, high = _window(src, conditions)
     requires = _ids(src, "conditions.requires_beat", conditions.get("requires_beat"))
     requires += _ids(src, "plot_requirements", raw.get("plot_requirements"))
+    requires_any = _ids(src, "conditions.requires_any_beat", conditions.get("requires_any_beat"))
     state: list[StateCondition] = []
     for key, prefix in STATE_PREFIXES.items():
-        state += _state_conditions(src, f"conditions.{key}", conditions.get(key), prefix)
+        value = conditions.get(key)
+        if key == "player_state":
+            value = _player_flag(value)
+        state += _state_conditions(src, f"conditions.{key}", value, prefix)
+    state += _custom_conditions(src, conditions.get("custom"))
     npcs = _npc_conditions(src, "conditions.npc_state", conditions.get("npc_state"))
     choices = _phrases(src, "conditions.player_choice", conditions.get("player_choice"))
+    all_choices = _phrases(src, "conditions.player_choices", conditions.get("player_choices"))
     skippable = _flag(src, "skippable", True)
     ending = _flag(src, "ending", False)
-    patch = _consequences(src)
+    patch, told = _consequences(src)
+    if told:
+        guidance = f"{guidance} Afterwards: {'; '.join(told)}."
     mood, music = _text(src, "mood"), _text(src, "music")
     if beat_id is None:
         return None
@@ -339,7 +372,9 @@ def _beat(src: _Source) -> Beat | None:
     return Beat(id=beat_id, title=title or beat_id, description=description or "",
                 guidance=guidance or beat_id, priority=priority, scene_min=low, scene_max=high,
                 requires=tuple(dict.fromkeys(requires)), state=tuple(state), npcs=tuple(npcs),
-                choices=tuple(choices), skippable=skippable, ending=ending, state_patch=patch,
+                choices=tuple(choices), all_choices=tuple(dict.fromkeys(all_choices)),
+                requires_any=tuple(dict.fromkeys(requires_any)), consequences=tuple(told),
+                skippable=skippable, ending=ending, state_patch=patch,
                 mood=mood, music=music, file=src.file, line=src.line)
 
 
@@ -383,14 +418,53 @@ def _priority(src: _Source) -> int:
     return DEFAULT_PRIORITY
 
 
-def _scene(src: _Source, conditions: Mapping[str, Any], key: str) -> int | None:
-    value = conditions.get(key)
+def _window(src: _Source, conditions: Mapping[str, Any]) -> tuple[int | None, int | None]:
+    """The scene window, written ``scene_count_min``/``max`` or ``scene_count {min, max}``."""
+    low = _scene(src, "conditions.scene_count_min", conditions.get("scene_count_min"))
+    high = _scene(src, "conditions.scene_count_max", conditions.get("scene_count_max"))
+    low_key = "conditions.scene_count_min"  # where a window that opens after it closes is reported
+    window = conditions.get("scene_count")
+    if isinstance(window, dict):
+        for extra in sorted(set(map(str, window)) - {"min", "max"}):
+            src.problem(f"conditions.scene_count.{extra}", "unknown key; a scene window has "
+                                                            "min and max")
+        for bound in ("min", "max"):
+            key = f"conditions.scene_count.{bound}"
+            if bound not in window:
+                continue
+            if (low if bound == "min" else high) is not None:
+                src.problem(key, f"the window's {bound} is also written as "
+                                 f"scene_count_{bound}: write it once")
+                continue
+            value = _scene(src, key, window[bound])
+            if bound == "min":
+                low, low_key = value, key
+            else:
+                high = value
+    elif window is not None:
+        src.problem("conditions.scene_count", f"must be a mapping of min and max scene numbers, "
+                                              f"got {shown(window)}")
+    if low is not None and high is not None and low > high:
+        src.problem(low_key, f"the window opens at scene {low}, after it closes at scene {high}")
+    return low, high
+
+
+def _scene(src: _Source, key: str, value: Any) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        src.problem(f"conditions.{key}", f"must be a whole scene number (0 or more), got {shown(value)}")
+        src.problem(key, f"must be a whole scene number (0 or more), got {shown(value)}")
         return None
     return value
+
+
+def _player_flag(value: Any) -> Any:
+    """``player_state`` text that reads as no condition ("established in Camelot") names
+    a player flag, as the YAML form writes it (``established_in_camelot``)."""
+    if not isinstance(value, str) or _parse_condition(value) is not None:
+        return value
+    flag = re.sub(r"[^a-z0-9]+", "_", value.lower()).strip("_")
+    return flag or value
 
 
 def _ids(src: _Source, key: str, value: Any) -> list[str]:
@@ -516,6 +590,8 @@ def _npc_conditions(src: _Source, key: str, value: Any) -> list[NpcCondition]:
         if not isinstance(path, str) or not _checked(src, at, path, op, expected):
             continue
         npc, _, attribute = path.partition(".")
+        if not attribute and op in ("==", "!="):
+            attribute = NPC_STATE_ATTRIBUTE  # {morgana: betrayed}: the NPC's state
         if not attribute:
             src.problem(at, f"name the NPC and what of it to compare: "
                             f"'{npc}.perception >= 20', got {shown(path)}")
@@ -524,20 +600,45 @@ def _npc_conditions(src: _Source, key: str, value: Any) -> list[NpcCondition]:
     return found
 
 
-def _consequences(src: _Source) -> dict[str, Any]:
-    """The consequences' ``state_patch`` entries as one nested patch; other consequences
+def _custom_conditions(src: _Source, value: Any) -> list[StateCondition]:
+    """``custom: {expression: "a.b > 50 && not c"}``: state conditions that must all hold."""
+    key = "conditions.custom"
+    if value is None:
+        return []
+    if not isinstance(value, dict) or set(map(str, value)) != {"expression"}:
+        src.problem(key, f"must be {{expression: \"path op value && ...\"}}, got {shown(value)}")
+        return []
+    expression = value["expression"]
+    if not isinstance(expression, str) or not expression.strip():
+        src.problem(f"{key}.expression", f"must be non-empty text, got {shown(expression)}")
+        return []
+    parts = [p.strip() for p in expression.split("&&")]
+    if not all(parts):
+        src.problem(f"{key}.expression", f"an empty condition around '&&' in {shown(expression)}")
+        return []
+    return _state_conditions(src, f"{key}.expression", parts, "")
+
+
+def _consequences(src: _Source) -> tuple[dict[str, Any], list[str]]:
+    """The consequences' ``state_patch`` entries as one nested patch, and the ones written
+    as text (the plot-beats schema's form), which the narrator is told; other mappings
     (``npc_mood_change``) are the narrator's business, carried in the guidance's beat."""
     value = src.raw.get("consequences")
     if value is None:
-        return {}
+        return {}, []
     if not isinstance(value, list):
         src.problem("consequences", f"must be a list, got {_kind(value)}")
-        return {}
+        return {}, []
     patch: dict[str, Any] = {}
+    told: list[str] = []
     for i, item in enumerate(value):
         at = f"consequences[{i}]"
+        if isinstance(item, str) and item.strip():
+            told.append(" ".join(item.split()))
+            continue
         if not isinstance(item, dict):
-            src.problem(at, f"must be a mapping such as state_patch: {{...}}, got {shown(item)}")
+            src.problem(at, f"must be text or a mapping such as state_patch: {{...}}, "
+                            f"got {shown(item)}")
             continue
         if "state_patch" not in item:
             continue
@@ -557,7 +658,7 @@ def _consequences(src: _Source) -> dict[str, Any]:
                     node[segment] = {}  # a later, deeper path wins over an earlier leaf
                 node = node[segment]
             node[segments[-1]] = new
-    return patch
+    return patch, told
 
 
 # -- across beats ----------------------------------------------------------------------
@@ -576,11 +677,11 @@ def _check_together(read: list[tuple[Beat, _Source]]) -> tuple[list[Beat], list[
         else:
             by_id[beat.id] = (beat, src)
     for beat, src in by_id.values():
-        for need in beat.requires:
+        for need in beat.requires + beat.requires_any:
             if need not in by_id:
                 problems.append(_requires_problem(src, need, f"requires beat {shown(need)}, which no "
                                                              "beat file defines"))
-    graph = {b.id: [n for n in b.requires if n in by_id] for b, _ in by_id.values()}
+    graph = {b.id: [n for n in prerequisites(b) if n in by_id] for b, _ in by_id.values()}
     for cycle in _cycles(graph):
         beat, src = by_id[cycle[0]]
         problems.append(_requires_problem(src, cycle[1], "prerequisites form a cycle, so none "
@@ -590,7 +691,7 @@ def _check_together(read: list[tuple[Beat, _Source]]) -> tuple[list[Beat], list[
     if not problems and len(beats) == len(by_id):
         earliest = earliest_scenes(beats)
         for beat, src in by_id.values():
-            if earliest[beat.id] == math.inf and beat.requires:
+            if earliest[beat.id] == math.inf and prerequisites(beat):
                 problems.append(_requires_problem(
                     src, None, f"can never trigger: its window closes at scene {beat.scene_max}, "
                                "before its prerequisites can all have triggered", "warning"))
@@ -601,9 +702,10 @@ def _requires_problem(src: _Source, need: str | None, message: str,
                       severity: Severity = "error") -> Problem:
     """A problem at the prerequisite ``need`` as written (either spelling of the field)."""
     conditions = src.raw.get("conditions")
-    for key, value in (("conditions.requires_beat", conditions.get("requires_beat")
-                        if isinstance(conditions, dict) else None),
-                       ("plot_requirements", src.raw.get("plot_requirements"))):
+    written = conditions if isinstance(conditions, dict) else {}
+    for key, value in (("conditions.requires_beat", written.get("requires_beat")),
+                       ("plot_requirements", src.raw.get("plot_requirements")),
+                       ("conditions.requires_any_beat", written.get("requires_any_beat"))):
         items = [value] if isinstance(value, str) else value
         if isinstance(items, list) and (need is None or need in items):
             if need is not None and isinstance(value, list):
@@ -628,17 +730,30 @@ def _cycles(graph: dict[str, list[str]]) -> list[list[str]]:
     return found
 
 
+def prerequisites(beat: Beat) -> tuple[str, ...]:
+    """Every beat ``beat`` waits on, all of them or any one: the order beats are settled in."""
+    return beat.requires + beat.requires_any
+
+
+def after_prerequisites(beat: Beat, earliest: Mapping[str, float]) -> list[float]:
+    """The scenes ``beat``'s prerequisites let it trigger from, given when each can trigger:
+    the scene after the last of ``requires``, and after the first of ``requires_any``."""
+    at = [earliest.get(n, math.inf) + 1 for n in beat.requires]
+    if beat.requires_any:
+        at.append(min(earliest.get(n, math.inf) for n in beat.requires_any) + 1)
+    return at
+
+
 def earliest_scenes(beats: Sequence[Beat]) -> dict[str, float]:
     """The first scene each beat could trigger in, from its window and prerequisites alone
     (a beat is eligible the scene after its last prerequisite triggers); inf: never."""
     by_id = {b.id: b for b in beats}
-    order = graphlib.TopologicalSorter({b.id: [n for n in b.requires if n in by_id]
+    order = graphlib.TopologicalSorter({b.id: [n for n in prerequisites(b) if n in by_id]
                                         for b in beats}).static_order()
     earliest: dict[str, float] = {}
     for beat_id in order:
         beat = by_id[beat_id]
-        at = max([float(max(beat.scene_min or 1, 1))] +
-                 [earliest.get(n, math.inf) + 1 for n in beat.requires])
+        at = max([float(max(beat.scene_min or 1, 1))] + after_prerequisites(beat, earliest))
         if beat.skippable and beat.scene_max is not None and at > beat.scene_max:
             at = math.inf
         earliest[beat_id] = at
@@ -653,5 +768,5 @@ def _kind(value: Any) -> str:
     return {dict: "a mapping", list: "a list", str: "text"}.get(type(value), repr(value))
 
 
-__all__ = ["Beat", "NpcCondition", "StateCondition", "PRIORITIES", "check_beats", "earliest_scenes",
-           "load_beats", "read_beats"]
+__all__ = ["Beat", "NpcCondition", "StateCondition", "PRIORITIES", "after_prerequisites",
+           "check_beats", "earliest_scenes", "load_beats", "prerequisites", "read_beats"]

@@ -5,9 +5,12 @@ are the author's (no schema beyond valid YAML; docs/campaigns.md, "Frontmatter")
 Fields the author did not write are inferred from the file name first
 (``character_merlin_backstory.txt`` → character, ``merlin``, background),
 then from the folder (``characters/npcs/gareth/profile.md`` → ``gareth``), then
-from the prose. ``explicit_fields`` and ``inferred_fields`` say which is which:
-an inferred value is a guess, and only what the author wrote becomes a binding
-(tier 1) frontmatter chunk.
+from the prose. A character's or NPC's id is the one exception: a file whose name
+does not follow the convention (``character_<id>``, ``npcs/<id>/profile.md``) says
+who it is in its text, its frontmatter ``name`` (or ``display_name``) or the heading
+opening its body, so ``characters/npcs/skeleton.txt`` headed ``# Leory`` is ``leory``.
+``explicit_fields`` and ``inferred_fields`` say which is which: an inferred value is
+a guess, and only what the author wrote becomes a binding (tier 1) frontmatter chunk.
 
 Inference here is deliberately plain keyword matching: it must be repeatable
 (the same file always gives the same chunks, so unchanged files are never
@@ -55,6 +58,14 @@ _COMMON = frozenset(
     "many still back down upon does being make made says said know knows always never "
     "himself herself itself his her its are was has had not but for you all one who".split())
 TAG_LIMIT = 6
+# Entities a file names in its text (frontmatter name, heading): people, whose files are
+# often named for a role or draft ("skeleton.txt") rather than for who they are.
+NAMED_TYPES = frozenset({"character", "npc"})
+NAME_FIELDS = ("name", "display_name")
+# "# Leory", "## Leory, Keeper of the Tower": the name is the heading up to its epithet.
+_HEADING = re.compile(r"^#{1,6}[ \t]+(?P<text>.+?)[ \t#]*$")
+_EPITHET = re.compile(r"\s+[—–-]\s+|[:,;(]")
+MAX_NAME_WORDS = 4   # longer is a title ("The Skeleton in the Cellar"), not a name
 PORTRAIT_FOLDER = "art/characters"
 PORTRAIT_FORMATS = frozenset({"png", "jpg", "jpeg", "webp", "webm"})
 
@@ -75,6 +86,9 @@ class FileMetadata:
     portrait_asset: str | None = None
     explicit_fields: list[str] = field(default_factory=list)
     inferred_fields: list[str] = field(default_factory=list)
+    # Where entity_id came from: "frontmatter" (entity_id), "text" (a name or heading
+    # naming it) or "path" (the file or folder name).
+    id_from: str = "path"
 
     @property
     def frontmatter_keys(self) -> list[str]:
@@ -116,7 +130,9 @@ def read_metadata(file: str, text: str, assets: Iterable[str] = ()) -> FileMetad
     words = _WORD.findall(body.lower())
     inferred: dict[str, Any] = {}
     entity_type = explicit.get("entity_type") or inferred.setdefault("entity_type", name.entity_type)
-    entity_id = explicit.get("entity_id") or inferred.setdefault("entity_id", name.entity_id)
+    named = None if name.conventional else named_id(explicit, body, str(entity_type))
+    entity_id = explicit.get("entity_id") or inferred.setdefault("entity_id",
+                                                                 named or name.entity_id)
     content_type = explicit.get("content_type") or inferred.setdefault(
         "content_type", name.aspect or _content_from_prose(body)
         or DEFAULT_CONTENT.get(entity_type, "general"))
@@ -140,7 +156,8 @@ def read_metadata(file: str, text: str, assets: Iterable[str] = ()) -> FileMetad
         content_type=str(content_type), priority=int(priority), tags=[str(t) for t in tags],
         mood=None if mood is None else str(mood),
         portrait_asset=None if portrait is None else str(portrait),
-        explicit_fields=[k for k in explicit], inferred_fields=list(inferred))
+        explicit_fields=[k for k in explicit], inferred_fields=list(inferred),
+        id_from="frontmatter" if explicit.get("entity_id") else "text" if named else "path")
 
 
 def _check_explicit(file: str, text: str, fm: dict[str, Any]) -> list[Problem]:
@@ -168,19 +185,49 @@ def _check_explicit(file: str, text: str, fm: dict[str, Any]) -> list[Problem]:
     return problems
 
 
+def named_id(frontmatter: dict[str, Any], body: str, entity_type: str) -> str | None:
+    """The id a character's or NPC's file gives it in its text: its frontmatter ``name``
+    or ``display_name``, else the heading opening its body; None if it names none."""
+    if entity_type not in NAMED_TYPES:
+        return None
+    for key in NAME_FIELDS:
+        value = frontmatter.get(key)
+        if isinstance(value, str) and (slug := _name_slug(value)) is not None:
+            return slug
+    first = next((line for line in body.splitlines() if line.strip()), "")
+    heading = _HEADING.match(first.strip())
+    if heading is None:
+        return None
+    return _name_slug(_EPITHET.split(heading["text"].strip("*_` "), 1)[0])
+
+
+def _name_slug(name: str) -> str | None:
+    """``Leory`` → ``leory``; None for what is no name (an aspect, a long title)."""
+    words = re.findall(r"[a-z0-9]+", name.lower().replace("'", ""))
+    if not words or len(words) > MAX_NAME_WORDS:
+        return None
+    slug = "_".join(words)
+    if slug in ASPECTS or slug in ENTITY_TYPES or slug in FOLDER_TYPES:
+        return None
+    return slug[:64]
+
+
 @dataclass(frozen=True)
 class _NameHints:
     entity_type: str
     entity_id: str
     aspect: str | None       # content type named by a trailing part of the name
     words: list[str]         # the name's words, for tags and priority
+    # The path follows the naming convention, so it names the entity: a type in the file
+    # name (character_merlin.txt) or the entity's own folder (npcs/gareth/profile.md).
+    conventional: bool = False
 
 
 def name_hints(file: str) -> _NameHints:
     path = PurePosixPath(file)
     stem = path.name.split(".", 1)[0].lower()  # "npc_wizard.png.keywords" has one stem too
     folders = [p.lower() for p in path.parts[:-1]]
-    entity_type, rest = None, stem
+    entity_type, rest, conventional = None, stem, False
     for kind in ENTITY_TYPES:
         if stem.startswith(kind + "_") and len(stem) > len(kind) + 1:
             entity_type, rest = kind, stem[len(kind) + 1:]
@@ -193,6 +240,7 @@ def name_hints(file: str) -> _NameHints:
                 entity_type = kind
                 rest = (stem[len(kind):] if stem.startswith(kind) else stem[:-len(kind)]).strip("_-")
                 break
+    conventional = entity_type is not None
     if entity_type is None:
         entity_type = next((FOLDER_TYPES[f] for f in reversed(folders) if f in FOLDER_TYPES), None)
     parts = [p for p in re.split(r"[_\-\s]+", rest) if p]
@@ -203,9 +251,10 @@ def name_hints(file: str) -> _NameHints:
         # characters/npcs/gareth/profile.md: the folder names the entity, the file its aspect
         aspect = ASPECTS[parts[0]]
         parts = [re.sub(r"[^a-z0-9]+", "_", folders[-1]).strip("_")]
+        conventional = True
     entity_id = "_".join(parts) or stem
     words = [w for w in re.split(r"[^a-z]+", entity_id) if len(w) >= 3]
-    return _NameHints(entity_type or "lore", entity_id, aspect, words)
+    return _NameHints(entity_type or "lore", entity_id, aspect, words, conventional)
 
 
 def _portrait(entity_id: str, assets: Iterable[str]) -> str | None:

@@ -23,7 +23,8 @@ from narratoria.runtime.campaign.beats import check_beats
 from narratoria.runtime.campaign.chunking import load_structured
 from narratoria.runtime.campaign.discovery import (MAX_CAMPAIGN_TEXT_BYTES, MAX_TEXT_FILE_BYTES, SIDECAR_SUFFIX,
                         CampaignFile, discover)
-from narratoria.runtime.campaign.frontmatter import split_frontmatter, read_metadata
+from narratoria.runtime.campaign.frontmatter import (NAMED_TYPES, FileMetadata, read_metadata,
+                                                     split_frontmatter)
 from narratoria.runtime.campaign.items import check_items
 from narratoria.runtime.campaign.manifest import Manifest, find_manifest, load_manifest
 from narratoria.runtime.campaign.package import is_package, open_campaign
@@ -98,6 +99,8 @@ def validate(root: Path) -> ValidationReport:
     for p in check_beats(root, files):  # plot beats: prerequisites, windows, conditions
         by_file[p.file].append(p)
     problems += _size_problems(everything)
+    for p in _entity_id_clashes(files):
+        by_file[p.file].append(p)
     for f in files:
         found = _check_file(f, present)
         # A syntax error is found by both passes; say it once.
@@ -125,6 +128,46 @@ def _engine_fields(root: Path, manifest: Manifest) -> list[Problem]:
                      if re.match(rf"\s*[\"']?{re.escape(key)}[\"']?\s*:", text)), 1)
         out.append(Problem(manifest.file, line, key, message, "warning"))
     return out
+
+
+def _entity_id_clashes(files: list[CampaignFile]) -> list[Problem]:
+    """A character or NPC whose file names it in its text (``# Leory``) must not take an id
+    another such file already gives: the two would silently become one entity. Files that
+    share an id on purpose say so with ``entity_id`` or by name (``character_merlin_backstory``)."""
+    people: dict[str, list[tuple[FileMetadata, str]]] = defaultdict(list)
+    for f in files:
+        if f.kind != "content" or f.format not in ("txt", "md"):
+            continue
+        try:
+            text = f.path.read_text("utf-8")
+            meta = read_metadata(f.relative, text)
+        except (CampaignError, OSError, UnicodeDecodeError):
+            continue  # _check_file reports it
+        if meta.entity_type in NAMED_TYPES:
+            people[meta.entity_id].append((meta, text))
+    problems = []
+    for entity_id, found in people.items():
+        for meta, text in found:
+            others = [m.file for m, _ in found if m is not meta]
+            if meta.id_from != "text" or not others:
+                continue
+            problems.append(Problem(
+                meta.file, _naming_line(meta, text), "entity_id",
+                f"this file names {entity_id!r}, the id {', '.join(others)} already gives; "
+                f"write an entity_id in one of them (the same one only if both describe "
+                f"the same {meta.entity_type})"))
+    return problems
+
+
+def _naming_line(meta: FileMetadata, text: str) -> int:
+    """The line that named the entity: the frontmatter's name, else the body's heading."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines, 1):
+        if i < meta.body_line and re.match(r"(name|display_name)\s*:", line):
+            return i
+        if i >= meta.body_line and line.strip():
+            return i
+    return 1
 
 
 def _size_problems(files: list[CampaignFile]) -> list[Problem]:
@@ -183,6 +226,8 @@ def _asset_refs(data: Any, path: str = "") -> Iterator[tuple[str, str]]:
     """(field path, relative path) of every string value that names an asset file."""
     if isinstance(data, dict):
         for key, value in data.items():
+            if key == "provenance" and not path:
+                continue  # where an imported file came from, not an asset of this campaign
             yield from _asset_refs(value, f"{path}.{key}" if path else str(key))
     elif isinstance(data, list):
         for i, value in enumerate(data):
