@@ -2,8 +2,9 @@
 
 Each suite prints its summary (or, with ``--json``, its whole report) and with
 ``--write FILE`` appends a dated section to FILE (BENCHMARKS.md) with the command line
-that made it. Exit status: ``FAILED`` when ``ingest-load``'s ingestion failed or
-``crash`` lost or half-wrote an acknowledged turn.
+that made it. Exit status: ``FAILED`` when ``ingest-load``'s ingestion failed,
+``crash`` lost or half-wrote an acknowledged turn, or ``long``'s context grew or it
+forgot a planted fact.
 """
 
 from __future__ import annotations
@@ -88,6 +89,16 @@ def cmd_bench_crash(args: argparse.Namespace) -> int:
     return ExitCode.SUCCESS if report["passed"] else ExitCode.FAILED
 
 
+def cmd_bench_long(args: argparse.Namespace) -> int:
+    from narratoria.bench.long import run_long_bench, write_markdown
+
+    # Progress on stderr even with --json (stdout stays the report): a run of
+    # hundreds of turns is long to watch in silence.
+    report = run_long_bench(args.turns, progress=True)
+    _emit_report(args, report, write_markdown)
+    return ExitCode.SUCCESS if report["passed"] else ExitCode.FAILED
+
+
 def _outputs(suite: argparse.ArgumentParser, func: Callable[[argparse.Namespace], int]) -> None:
     """What every suite ends with: ``--write FILE``, ``--json`` and its handler."""
     add_write(suite)
@@ -147,3 +158,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="concurrent writer clients (default 4)")
     bcrash.add_argument("--seed", type=int, default=None, help="seed of the kill moments")
     _outputs(bcrash, cmd_bench_crash)
+    blong = bench_sub.add_parser(
+        "long", help="one session to turn N: turn latency and history tokens at turn 10 and N, "
+                     "facts planted at turns 3/5/7 recalled at the end")
+    blong.add_argument("--turns", type=positive_int, default=200, metavar="N",
+                       help="turns of the session, at least 16 (default 200)")
+    _outputs(blong, cmd_bench_long)

@@ -33,6 +33,7 @@ import msgspec
 
 from narratoria.runtime.bounded import depth_of
 from narratoria.runtime.db import Migration, migrate, transaction
+from narratoria.runtime.sessions.summaries import SceneText
 from narratoria.runtime.state import SessionState, StatRange
 from narratoria.runtime.state.caps import StateCapError
 
@@ -267,6 +268,16 @@ class SessionStore:
             rows = self._con.execute(f"SELECT {_SCENE_COLUMNS} FROM {SCHEMA}.session_scenes "
                                      "WHERE session_id = ? ORDER BY scene", [session_id]).fetchall()
         return [_scene(r) for r in rows]
+
+    def scene_texts(self, session_id: str, first: int, last: int) -> list[SceneText]:
+        """What scenes ``first``..``last`` said (input and narration), in order: the
+        rolling summaries and the narrator's recent scenes read these, never the states."""
+        with self._lock:
+            rows = self._con.execute(
+                f"SELECT scene, input, narration FROM {SCHEMA}.session_scenes "
+                "WHERE session_id = ? AND scene BETWEEN ? AND ? AND scene > 0 ORDER BY scene",
+                [session_id, first, last]).fetchall()
+        return [SceneText(scene, text, narration) for scene, text, narration in rows]
 
     def get(self, session_id: str, owner: str | None = None) -> SessionRecord:
         """The session; ``owner`` given, only if that client owns it."""

@@ -21,7 +21,13 @@ sessions and the persistence layer, on the StoreActor's connection.
   what happened strictly before N, never the abandoned timeline: the engine's
   rule) and a new session as it was after scene N-1, with its own playthrough
   holding copies of the scene memories of scenes before N. The parent session is
-  untouched and plays on.
+  untouched and plays on. The branch keeps the parent's rolling summaries of scenes
+  before N too (``summaries.kept_by_branch``).
+- Long sessions (``summaries.py``): the turn that completes ten scenes stores their
+  summary memory, and the roll-ups it completes, with the turn and its scene memory
+  (one transaction). Opening a scene reads what the narrator is told of the past
+  beyond the recalled memories: the last ``RECENT_SCENES`` scenes and the newest
+  summary of each level.
 
 Moment sequences are global and increasing (the engine orders moments by one
 sequence for all takes); takes keep sessions apart.
@@ -44,7 +50,9 @@ from narratoria.runtime.narrative.engine import NarrativeStateEngine
 from narratoria.runtime.narrative.models import CharacterState, DuplicateError, EngineConfig
 from narratoria.runtime.narrative.schema import SCHEMA as ENGINE_SCHEMA
 from narratoria.runtime.planner.context import Fragment
+from narratoria.runtime.sessions import summaries
 from narratoria.runtime.sessions.store import BadScene, SessionEnded, SessionRecord, SessionStore
+from narratoria.runtime.sessions.summaries import SceneText, Summary
 from narratoria.runtime.state import SessionState, StatRange
 from narratoria.runtime.state.caps import StateCapError
 from narratoria.runtime.store import MemoryEvent, PersistenceStore
@@ -55,6 +63,7 @@ from narratoria.runtime.turn.npcs import Npc, NpcView, cast_from_json, cast_json
 FACT_LIMIT = 5      # per NPC and scene: a small model narrates better from less
 MEMORY_LIMIT = 3
 SCENE_TAG = "scene:"  # a scene memory's tag: "scene:3"
+RECENT_SCENES = 8     # the last scenes read for the narrator's history (turn/history.py)
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +76,10 @@ class OpenScene:
     moment_id: str | None           # None: a session older than takes (no NPC knowledge)
     npcs: tuple[NpcView, ...] = field(default=())
     facts: tuple[Fragment, ...] = field(default=())
+    # The session's past beyond recall: its last scenes (oldest first) and the newest
+    # rolling summary of each level (highest level first, so the oldest past leads).
+    recent: tuple[SceneText, ...] = field(default=())
+    summaries: tuple[str, ...] = field(default=())
 
 
 def scene_tag(scene: int) -> str:
@@ -154,10 +167,14 @@ class Storyline:
         return child
 
     def _copy_scene_memories(self, parent: SessionRecord, child: SessionRecord, scene: int) -> None:
-        """The parent's scene memories of scenes before ``scene`` into the child's playthrough."""
-        found = self.store.playthrough(parent.playthrough_id).exact_match(
-            "memory_event", {"actionType": "scene"})
+        """The parent's scene memories of scenes before ``scene``, and its summaries of
+        those scenes alone, into the child's playthrough (one transaction)."""
+        theirs = self.store.playthrough(parent.playthrough_id)
+        found = theirs.exact_match("memory_event", {"actionType": "scene"})
         earlier = [m for m in found if (n := scene_of(m.semantic_tags)) is not None and n < scene]
+        told = theirs.exact_match("memory_event", {"actionType": summaries.SUMMARY_KIND})
+        earlier += [m for m in told if (s := Summary.from_tags(m.semantic_tags, m.summary)) is not None
+                    and summaries.kept_by_branch(s, scene)]
         if earlier:
             copies = [msgspec.structs.replace(m, id=None, playthrough_id=None) for m in earlier]
             self.store.playthrough(child.playthrough_id).store_many("memory_event", copies)
@@ -168,13 +185,26 @@ class Storyline:
         """Scene ``scene``'s moment, and what each NPC the input names knows at it."""
         session = self.sessions.get(session_id)
         facts = self.lore(session.campaign, player_input) if session.campaign else ()
+        recent = tuple(self.sessions.scene_texts(session.id, scene - RECENT_SCENES, scene - 1))
+        told = self.newest_summaries(session.playthrough_id)
         if session.take_id is None:
-            return OpenScene(None, facts=facts)
+            return OpenScene(None, facts=facts, recent=recent, summaries=told)
         moment = self._new_moment(session.id, scene)
         views = tuple(replace(self.knowledge(session, npc, moment, player_input),
                               perception=self.perception(session, npc))
                       for npc in present(cast_from_json(session.cast), player_input))
-        return OpenScene(moment, views, facts)
+        return OpenScene(moment, views, facts, recent, told)
+
+    def newest_summaries(self, playthrough_id: str) -> tuple[str, ...]:
+        """The newest rolling summary of each level, highest level first."""
+        found = []
+        playthrough = self.store.playthrough(playthrough_id)
+        for level in range(summaries.LEVELS, 0, -1):
+            newest = playthrough.exact_match("memory_event", {
+                "actionType": summaries.SUMMARY_KIND, "tags": [f"{summaries.LEVEL_TAG}{level}"]},
+                limit=1)
+            found += [m.summary for m in newest]
+        return tuple(found)
 
     def perception(self, session: SessionRecord, npc: Npc) -> float | None:
         """The NPC's decayed perception of the player (npc-perception's record), if any."""
@@ -226,8 +256,12 @@ class Storyline:
 
         if memory is not None:
             playthrough_id, event = memory
+            told = self._due_summaries(session_id, playthrough_id, event, player_input, narration)
             try:
-                self.store.playthrough(playthrough_id).store("memory_event", event, with_write=write)
+                # The scene memory and the summaries it completes go in the turn's own
+                # transaction.
+                self.store.playthrough(playthrough_id).store_many(
+                    "memory_event", [event, *told], with_write=write)
                 return self.sessions.get(session_id)
             except (SessionEnded, StateCapError):
                 raise
@@ -236,6 +270,44 @@ class Storyline:
                             session_id, exc_info=True)
         return self.sessions.save_turn(session_id, state, narration, choices,
                                        player_input=player_input, moment_id=moment_id)
+
+    def _due_summaries(self, session_id: str, playthrough_id: str, event: MemoryEvent,
+                       player_input: str, narration: str) -> list[MemoryEvent]:
+        """The summary memories the scene ``event`` remembers completes: the level-1
+        summary of its ten scenes every tenth scene, and each roll-up that completes.
+        A summary that cannot be made costs the session that summary, never the turn."""
+        scene = scene_of(event.semantic_tags)
+        if scene is None or not summaries.due(scene):
+            return []
+        try:
+            made: list[Summary] = []
+            for level in summaries.due(scene):
+                first, last = summaries.covering(level, scene)
+                if level == 1:
+                    told = self.sessions.scene_texts(session_id, first, last - 1)
+                    told.append(SceneText(scene, player_input, narration))
+                    text = summaries.summarize_scenes(told)
+                else:
+                    lower = [*self._summaries(playthrough_id, level - 1, first, last),
+                             *(m for m in made if m.level == level - 1)]
+                    text = summaries.roll_up([s.text for s in lower])
+                if text.strip():
+                    made.append(Summary(level, first, last, text))
+        except Exception:  # noqa: BLE001 - the turn matters more than its summary
+            log.warning("session %s: scene %d's summaries not made", session_id, scene,
+                        exc_info=True)
+            return []
+        return [MemoryEvent(summary=s.text, timestamp=event.timestamp, session_id=session_id,
+                            action_type=summaries.SUMMARY_KIND, semantic_tags=s.tags)
+                for s in made]
+
+    def _summaries(self, playthrough_id: str, level: int, first: int, last: int) -> list[Summary]:
+        """The stored level-``level`` summaries of scenes within ``first``..``last``, in order."""
+        found = self.store.playthrough(playthrough_id).exact_match("memory_event", {
+            "actionType": summaries.SUMMARY_KIND, "tags": [f"{summaries.LEVEL_TAG}{level}"]})
+        told = [s for m in found if (s := Summary.from_tags(m.semantic_tags, m.summary)) is not None
+                and first <= s.first and s.last <= last]
+        return sorted(told, key=lambda s: s.first)
 
     def _new_moment(self, session_id: str, scene: int) -> str:
         moment_id = f"{session_id}/scene-{scene}/{uuid.uuid4().hex[:8]}"

@@ -420,15 +420,18 @@ class Playthrough:
 
     def store_many(self, data_type: DataType | str,
                    records: Sequence[Record | Mapping[str, Any]], *,
-                   pace: Pace | None = None) -> list[Record]:
-        """Persist a batch in one transaction — all of it or, on any error, none of it.
+                   pace: Pace | None = None,
+                   with_write: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
+                   ) -> list[Record]:
+        """Persist a batch in one transaction — all of it or, on any error, none of it;
+        ``with_write`` as for :meth:`store`.
 
         Texts are embedded in batches before the write lock is taken, then the
         rows go in with one bulk INSERT (``rows.insert_many``). ``pace``: embed in
         small calls with rests between them (a background job, such as ingestion,
         that must leave the embedder to others' requests).
         """
-        return self._insert(data_type, list(records), "store_many", pace=pace)
+        return self._insert(data_type, list(records), "store_many", first=with_write, pace=pace)
 
     def replace_many(self, data_type: DataType | str, records: Sequence[Record | Mapping[str, Any]],
                      *, remove: Sequence[str] = (),

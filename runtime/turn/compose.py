@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from narratoria.runtime.turn.canon import Canon, scene_names
 from narratoria.runtime.turn.resolution import Rules
-from narratoria.runtime.turn.scene import SceneInput
+from narratoria.runtime.turn.scene import SceneInput, scene_summary
 
 if TYPE_CHECKING:
     from narratoria.runtime.campaign.loaded import LoadedCampaign, SceneGuidance
@@ -64,6 +64,10 @@ def scene_input(session: SessionRecord, player_input: str, opened: OpenScene,
                       turn_number=session.turns + 1, player_input=player_input,
                       state=state, last_narration=session.last_narration,
                       available=available, npcs=opened.npcs, facts=opened.facts,
+                      # as their scene memories read: a recalled one is then told once
+                      recent=tuple(scene_summary(t.scene, t.input, t.narration)
+                                   for t in opened.recent),
+                      summaries=opened.summaries,
                       execute_only=execute_only,
                       guidance=guidance.lines if guidance else (),
                       beats_triggered=guidance.triggered if guidance else (),

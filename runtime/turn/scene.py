@@ -1,6 +1,7 @@
 """One turn of the scene pipeline (docs/scene.md, "Pipeline"), as typed events.
 
-player input → context (session state, recalled memories, last scene) → plan →
+player input → context (session state, the session's history: recent scenes, rolling
+summaries and recalled memories under a token budget, ``history.py``) → plan →
 execute → aggregate (state patches, assets, ui events) → narration (streamed) →
 3–4 choices → scene summary stored as a memory event → session saved → done.
 NPCs the player's input names get their own knowledge into the narration context
@@ -46,6 +47,7 @@ from narratoria.runtime.turn.analytics import AnalyticsLog
 from narratoria.runtime.turn.canon import Canon, NameRelay, correct
 from narratoria.runtime.turn.events import STORING_PHASE, Emit, TurnEventKind
 from narratoria.runtime.turn.grounding import GroundingReport, facts_for_narration, report
+from narratoria.runtime.turn.history import History, bounded_history
 from narratoria.runtime.turn.npcs import NpcView
 from narratoria.runtime.turn.replan import Executor, ReplanLoop, TurnOutcome, success_narration
 from narratoria.runtime.turn.resolution import Check, Deed, Roll, Rules, choose_lead, classify, engine_roll, resolve, \
@@ -58,7 +60,7 @@ from narratoria.runtime.turn.second_person import deed_phrase, you_form
 
 log = logging.getLogger(__name__)
 
-RECALL_LIMIT = 3
+RECALL_LIMIT = 8  # candidates: the history keeps the best that fit its budget
 CHOICES_BUDGET_S = 10.0
 SUMMARY_MAX = 400
 
@@ -103,6 +105,10 @@ class SceneInput:
     npcs: tuple[NpcView, ...] = ()
     # The campaign's lore nearest the input (storyline.open_scene), for grounding.
     facts: tuple[Fragment, ...] = ()
+    # The session's past beyond recall (storyline.open_scene): its last scenes as their
+    # scene memories read (oldest first), the newest rolling summary of each level.
+    recent: tuple[str, ...] = ()
+    summaries: tuple[str, ...] = ()
     # Skills only: no model narration or choices (a fixed plan loading a skill alone).
     execute_only: bool = False
     # The campaign's asks for this scene (campaign/loaded.py): beats due, stat prompts;
@@ -290,7 +296,8 @@ async def run_scene(services: SceneServices, scene: SceneInput, emit: Emit) -> S
     clock = _Clock()
     emit(TurnEventKind.STARTED, {"session_id": scene.session_id,
                                  "turn_number": scene.turn_number, "input": scene.player_input})
-    memories = await _recall(services.memory, scene)
+    history = bounded_history(scene.recent, scene.summaries, await _recall(services.memory, scene))
+    _log_history(emit, scene, history)
     _log_beats(emit, scene)
     if scene.npcs:
         # Which NPC knowledge the narrator is given, for clients and tests: never the prose.
@@ -349,7 +356,8 @@ async def run_scene(services: SceneServices, scene: SceneInput, emit: Emit) -> S
         context = NarrationContext(
             facts=facts.text if facts else "",
             player_input=scene.player_input, scene=scene.last_narration,
-            outcomes=_outcomes(outcome), memories=_beyond(memories, scene.last_narration),
+            outcomes=_outcomes(outcome),
+            memories=_beyond(list(history.parts), scene.last_narration),
             state=_narratable(state),
             npc_knowledge=tuple(v.line() for v in scene.npcs),
             npc_perception={v.name: v.perception for v in scene.npcs if v.perception is not None},
@@ -388,6 +396,24 @@ async def run_scene(services: SceneServices, scene: SceneInput, emit: Emit) -> S
                               "fallback": outcome.fallback, "timings_ms": timings,
                               "state_json": _json(state.tree), "outcome": outcome.state.value})
     return SceneResult(narration, choices, state, outcome.fallback, timings)
+
+
+def _log_history(emit: Emit, scene: SceneInput, history: History) -> None:
+    """What the narrator is told of the past, for clients, tests and the long-session
+    bench: its size (info), and each recalled memory and summary (debug; the recent
+    scenes are the ones the player just read). A session's first scene has no past:
+    nothing is said."""
+    if not history.parts:
+        return
+    message = (f"history: {history.tokens} of {history.budget} tokens: "
+               f"{len(history.recent)} recent scenes, {len(history.summaries)} summaries, "
+               f"{len(history.recalled)} recalled")
+    emit(TurnEventKind.LOG, {"level": "info", "message": message, "source": "memory"})
+    log.debug("session %s scene %d: %s", scene.session_id, scene.turn_number, message)
+    for kind, parts in (("recalled", history.recalled), ("summary", history.summaries)):
+        for part in parts:
+            emit(TurnEventKind.LOG, {"level": "debug", "message": f"{kind}: {part}",
+                                     "source": "memory"})
 
 
 def _log_beats(emit: Emit, scene: SceneInput) -> None:
