@@ -11,7 +11,9 @@ token, the device's owner, or a registered client token), on every endpoint. The
 Store and Model services take only a live skill token. Error messages sent back are
 bounded (``bounded``): none carries a caller's megabytes back. No answer of the
 front-end service carries a hidden stat (``session_view.HiddenStats``): GetState, the
-Turn stream's events and GetSessionView are filtered here, so every client is safe.
+Turn stream's events and GetSessionView are filtered here, so every client is safe. The one
+exception is ExportSession, the save file itself (its state whole, to be restored): only the
+device's owner, who holds the database file anyway, may call it.
 """
 
 from __future__ import annotations
@@ -284,6 +286,32 @@ class NarratoriaService(rpc.NarratoriaServicer):
         record = await _call(context, self.store.branch_session.remote(
             request.session_id, self._owner(context), request.at_scene))
         return session_pb(record)
+
+    async def ExportSession(self, request: pb.SessionRef,
+                            context: grpc.aio.ServicerContext) -> pb.SessionArchive:
+        # The archive carries hidden stats: only the device's owner takes one away.
+        owner = self._owner(context)
+        if owner != LOCAL_OWNER or not holds_daemon_token(context, self.d.token):
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED,
+                                "an archive carries the whole state, hidden stats included: "
+                                "only the device's owner (the daemon token, no client token) "
+                                f"may export a session; this call acts as {owner}")
+        record = await self._session(request, context)
+        campaign = await self._campaign_of(record)
+        version = str(campaign.manifest.version) if campaign is not None else ""
+        data = await _call(context, self.store.export_session.remote(
+            record.id, self._owner(context), version))
+        return pb.SessionArchive(session_id=record.id, archive=data)
+
+    async def ImportSession(self, request: pb.ImportSessionRequest,
+                            context: grpc.aio.ServicerContext) -> pb.ImportSessionResponse:
+        if not request.archive:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "archive: empty")
+        record, imported = await _call(context, self.store.import_session.remote(
+            request.archive, self._owner(context)))
+        return pb.ImportSessionResponse(session=session_pb(record),
+                                        renamed_from=imported.renamed_from or "",
+                                        memories=imported.memories, moments=imported.moments)
 
     async def ListSessions(self, request: pb.ListSessionsRequest,
                            context: grpc.aio.ServicerContext) -> pb.ListSessionsResponse:

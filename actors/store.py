@@ -22,6 +22,7 @@ from narratoria.runtime.campaign.ingest import STEP_PAUSE
 from narratoria.runtime.characters.realize import Realization, ensure_in_store
 from narratoria.runtime.db import DB_FILENAME, connect
 from narratoria.runtime.files import PRIVATE_UMASK
+from narratoria.runtime.sessions import export
 from narratoria.runtime.sessions.store import SessionRecord, SessionStore
 from narratoria.runtime.sessions.storyline import OpenScene, Storyline
 from narratoria.runtime.state import SessionState, StatRange
@@ -79,6 +80,16 @@ class StoreActor:
 
     def branch_session(self, session_id: str, owner: str | None, at_scene: int) -> SessionRecord:
         return self.storyline.branch(session_id, owner, at_scene)
+
+    def export_session(self, session_id: str, owner: str | None,
+                       campaign_version: str = "") -> bytes:
+        """The session as a .narratorio-full archive (runtime/sessions/export.py)."""
+        return export.export_session(self._con, session_id, owner, campaign_version)
+
+    def import_session(self, archive: bytes, owner: str) -> tuple[SessionRecord, export.Imported]:
+        """Restore an archive as a session of ``owner``: one transaction, or nothing."""
+        imported = export.import_session(self._con, self.store, self.sessions, archive, owner)
+        return self.sessions.get(imported.session_id), imported
 
     def open_scene(self, session_id: str, scene: int, player_input: str) -> OpenScene:
         return self.storyline.open_scene(session_id, scene, player_input)

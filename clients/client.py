@@ -118,6 +118,8 @@ def campaign_ref(value: str) -> str:
 
 
 CAMPAIGN_TIMEOUT_S = 300.0
+# An import embeds again the memories it restores (seconds for a long playthrough).
+EXPORT_TIMEOUT_S = 300.0
 INGEST_TIMEOUT_S = 1800.0  # a 500-file campaign embeds for about a minute on 2 cores
 
 
@@ -239,6 +241,16 @@ class NarratoriaClient:
         """A new session retrying ``session_id`` from scene ``at_scene`` (0: the last
         scene); the old session is untouched and can still be played."""
         return self._call("Branch", pb.BranchRequest(session_id=session_id, at_scene=at_scene))
+
+    def export_session(self, session_id: str) -> pb.SessionArchive:
+        """The session as a .narratorio-full archive (its bytes in ``archive``)."""
+        return self._call("ExportSession", pb.SessionRef(session_id=session_id),
+                          timeout_s=max(self.timeout_s, EXPORT_TIMEOUT_S))
+
+    def import_session(self, archive: bytes) -> pb.ImportSessionResponse:
+        """Restore a .narratorio-full archive as a new session (never overwriting one)."""
+        return self._call("ImportSession", pb.ImportSessionRequest(archive=archive),
+                          timeout_s=max(self.timeout_s, EXPORT_TIMEOUT_S))
 
     def list_sessions(self, include_ended: bool = False) -> list[pb.Session]:
         reply = self._call("ListSessions", pb.ListSessionsRequest(include_ended=include_ended))

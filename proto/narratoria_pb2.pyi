@@ -108,6 +108,32 @@ class SessionRef(_message.Message):
     session_id: str
     def __init__(self, session_id: _Optional[str] = ...) -> None: ...
 
+class SessionArchive(_message.Message):
+    __slots__ = ("session_id", "archive")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    ARCHIVE_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    archive: bytes
+    def __init__(self, session_id: _Optional[str] = ..., archive: _Optional[bytes] = ...) -> None: ...
+
+class ImportSessionRequest(_message.Message):
+    __slots__ = ("archive",)
+    ARCHIVE_FIELD_NUMBER: _ClassVar[int]
+    archive: bytes
+    def __init__(self, archive: _Optional[bytes] = ...) -> None: ...
+
+class ImportSessionResponse(_message.Message):
+    __slots__ = ("session", "renamed_from", "memories", "moments")
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    RENAMED_FROM_FIELD_NUMBER: _ClassVar[int]
+    MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    MOMENTS_FIELD_NUMBER: _ClassVar[int]
+    session: Session
+    renamed_from: str
+    memories: int
+    moments: int
+    def __init__(self, session: _Optional[_Union[Session, _Mapping]] = ..., renamed_from: _Optional[str] = ..., memories: _Optional[int] = ..., moments: _Optional[int] = ...) -> None: ...
+
 class ListSessionsRequest(_message.Message):
     __slots__ = ("include_ended",)
     INCLUDE_ENDED_FIELD_NUMBER: _ClassVar[int]

@@ -59,6 +59,16 @@ class NarratoriaStub:
                 request_serializer=narratoria_dot_proto_dot_narratoria__pb2.BranchRequest.SerializeToString,
                 response_deserializer=narratoria_dot_proto_dot_narratoria__pb2.Session.FromString,
                 _registered_method=True)
+        self.ExportSession = channel.unary_unary(
+                '/narratoria.v1.Narratoria/ExportSession',
+                request_serializer=narratoria_dot_proto_dot_narratoria__pb2.SessionRef.SerializeToString,
+                response_deserializer=narratoria_dot_proto_dot_narratoria__pb2.SessionArchive.FromString,
+                _registered_method=True)
+        self.ImportSession = channel.unary_unary(
+                '/narratoria.v1.Narratoria/ImportSession',
+                request_serializer=narratoria_dot_proto_dot_narratoria__pb2.ImportSessionRequest.SerializeToString,
+                response_deserializer=narratoria_dot_proto_dot_narratoria__pb2.ImportSessionResponse.FromString,
+                _registered_method=True)
         self.Turn = channel.unary_stream(
                 '/narratoria.v1.Narratoria/Turn',
                 request_serializer=narratoria_dot_proto_dot_narratoria__pb2.TurnRequest.SerializeToString,
@@ -176,6 +186,26 @@ class NarratoriaServicer:
     def Branch(self, request, context):
         """Rewind: a new session (a new take of the narrative state) that retries the
         given session from one of its scenes. The old session is untouched and plays on.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ExportSession(self, request, context):
+        """A playthrough as one .narratorio-full archive (a ZIP: the session, its scenes, its
+        memories and the narrative state engine's rows it sees; runtime/sessions/export.py).
+        The archive holds the whole state, hidden stats included (the player's save,
+        restored by ImportSession): only the device's owner (the daemon token, no client
+        token) may export, and only its own sessions (PERMISSION_DENIED otherwise).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ImportSession(self, request, context):
+        """Restore an archive as a new session of the caller: all of it in one transaction or
+        nothing (INVALID_ARGUMENT naming the archive member and field). Never overwrites:
+        a session id already here gets a new one (renamed_from says the old).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -334,6 +364,16 @@ def add_NarratoriaServicer_to_server(servicer, server):
                     servicer.Branch,
                     request_deserializer=narratoria_dot_proto_dot_narratoria__pb2.BranchRequest.FromString,
                     response_serializer=narratoria_dot_proto_dot_narratoria__pb2.Session.SerializeToString,
+            ),
+            'ExportSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.ExportSession,
+                    request_deserializer=narratoria_dot_proto_dot_narratoria__pb2.SessionRef.FromString,
+                    response_serializer=narratoria_dot_proto_dot_narratoria__pb2.SessionArchive.SerializeToString,
+            ),
+            'ImportSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.ImportSession,
+                    request_deserializer=narratoria_dot_proto_dot_narratoria__pb2.ImportSessionRequest.FromString,
+                    response_serializer=narratoria_dot_proto_dot_narratoria__pb2.ImportSessionResponse.SerializeToString,
             ),
             'Turn': grpc.unary_stream_rpc_method_handler(
                     servicer.Turn,
@@ -556,6 +596,60 @@ class Narratoria:
             '/narratoria.v1.Narratoria/Branch',
             narratoria_dot_proto_dot_narratoria__pb2.BranchRequest.SerializeToString,
             narratoria_dot_proto_dot_narratoria__pb2.Session.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExportSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/narratoria.v1.Narratoria/ExportSession',
+            narratoria_dot_proto_dot_narratoria__pb2.SessionRef.SerializeToString,
+            narratoria_dot_proto_dot_narratoria__pb2.SessionArchive.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ImportSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/narratoria.v1.Narratoria/ImportSession',
+            narratoria_dot_proto_dot_narratoria__pb2.ImportSessionRequest.SerializeToString,
+            narratoria_dot_proto_dot_narratoria__pb2.ImportSessionResponse.FromString,
             options,
             channel_credentials,
             insecure,

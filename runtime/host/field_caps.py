@@ -45,7 +45,9 @@ TEXT_CAPS: dict[str, int] = {
     "state_json": 1 * MIB, "plan_json": 256 * KIB, "record_json": 1 * MIB,
     "changes_json": 1 * MIB, "filters_json": 64 * KIB,
 }
-BYTES_CAPS: dict[str, int] = {"portrait": PORTRAIT_MAX_BYTES}
+# A playthrough archive (ImportSession) as large as a portrait may be: a few thousand
+# scenes with their NPC memories' vectors.
+BYTES_CAPS: dict[str, int] = {"portrait": PORTRAIT_MAX_BYTES, "archive": 5 * MIB}
 ENTRY_CAPS: dict[str, int] = {"changes": 1000, "outcomes": 32, "set": 100, "unset": 100}
 # A map's keys and values (SetSkillConfigRequest.set: setting name -> value text).
 MAP_KEY_CAP = 200
