@@ -128,6 +128,29 @@ def test_someone_elses_act_is_no_deed_of_the_players(sense, text, entities):
     assert sense.turn(text, entities) == ([], False)
 
 
+@pytest.mark.parametrize("text", [
+    "Odile Venn stands the whole quay a round of rum. I take my cup with the rest.",
+    "Meret Alder slaps a dockhand across the face while I mend my net.",
+    "Someone smashed the Lampwrights' window last night. I ask the watch what they saw.",
+])
+def test_someone_elses_act_told_first_is_no_deed_though_the_player_acts_after(sense, text):
+    assert sense.turn(text, LONG_EBB) == ([], False)
+
+
+def test_the_player_may_do_a_deed_to_the_one_another_sentence_names(sense):
+    deeds, _ = sense.turn("Odile Venn drops her purse on the quay. I pick it up and "
+                          "hurry after her to give it back.", LONG_EBB)
+    assert [(d.target.id, d.delta > 0) for d in deeds] == [("odile_venn", True)]
+
+
+@pytest.mark.parametrize("text", [
+    "I plan to rob the Lampwrights someday. For now I count my coins.",
+    "I intend to punch Odile Venn when this is over",
+])
+def test_a_deed_planned_is_not_done(sense, text):
+    assert sense.turn(text, LONG_EBB) == ([], False)
+
+
 def test_the_sense_overrules_a_verb_list_it_is_sure_is_wrong(sense):
     """"where's" reads as a gift to the wardens by the lists; the sense is sure it is
     no deed, and the turn changes no one."""
@@ -144,6 +167,7 @@ def test_the_sense_overrules_a_verb_list_it_is_sure_is_wrong(sense):
     ("I pay the Lampwrights their asking price for a flask of oil", False),
     ("I pay the Lampwrights double the asking price", True),
     ("I pay Odile the full fee and a little extra", True),
+    ("I pay Odile her usual dollar for the lamp oil", False),
 ])
 def test_paying_what_was_asked_is_a_trade_not_a_gift(text, gift):
     assert bool(read_deeds(text, LONG_EBB)) == gift
@@ -231,7 +255,7 @@ def test_train_deeds_fits_and_writes_weights_the_sense_reads(tmp_path, embedder)
     out = tmp_path / "sense.npz"
     assert main(["train", "deeds", "--dataset", str(data), "--out", str(out), "--json"]) == 0
     model = SenseModel.load(out)
-    assert set(model.weights) == {"deed", "kind", "query"}
+    assert set(model.weights) == {"deed", "kind", "query"}  # too few name a person and a group
     assert all(np.isfinite(w).all() for w in model.weights.values())
     reading = DeedSense(embedder, model).read("I kick Tobin hard", ())
     assert reading.probabilities["deed"] > reading.probabilities["query"]
@@ -376,3 +400,30 @@ def test_a_lower_case_deed_guesses_no_one_when_the_cast_is_known(sense):
 ])
 def test_a_fair_price_or_a_deed_only_thought_of_changes_no_one(sense, text):
     assert sense.turn(text, LONG_EBB) == ([], False)
+
+
+def test_a_deed_naming_a_person_and_a_group_is_done_to_the_one_the_fit_reads(embedder):
+    """With enough examples of each, a fourth regression learns which of a person and a
+    group named together a deed is done to ("I tell Bram the Ferrymen are thieves" is
+    the Ferrymen's); without it the person named is the target."""
+    cast = cast_entities({"bram": {"name": "Bram"}}, [("ferrymen", "the Ferrymen")])
+    says = ["thieves", "liars", "cowards", "cheats", "frauds", "drunks", "traitors",
+            "a disgrace", "lazy", "useless", "crooks"]
+    to_group = ([f"I tell Bram the Ferrymen are {w}" for w in says]
+                + [f"I tell Bram that the Ferrymen are all {w}" for w in says])
+    hits = ["punch", "kick", "slap", "shove", "trip", "rob", "mock", "insult", "threaten",
+            "cheat", "spit at"]
+    to_person = ([f"I {v} Bram in front of the Ferrymen" for v in hits]
+                 + [f"I {v} Bram while the Ferrymen watch" for v in hits])
+    examples = ([deed_sense.Example(t, cast, deed_sense.HARMFUL, "faction") for t in to_group]
+                + [deed_sense.Example(t, cast, deed_sense.HARMFUL, "npc") for t in to_person]
+                + [deed_sense.Example(t, cast, deed_sense.NONE)
+                   for t in ("I look at the river", "I ask Bram the way", "I wait for the ferry",
+                             "I count my coins", "I watch the Ferrymen load the boat")])
+    model = deed_sense.fit(examples, embedder)
+    assert deed_sense.GROUP in model.weights
+    sense = DeedSense(embedder, model)
+    assert sense.read("I tell Bram the Ferrymen are swindlers", cast).target.entity.id == "ferrymen"
+    assert sense.read("I elbow Bram in front of the Ferrymen", cast).target.entity.id == "bram"
+    no_group = deed_sense.fit(examples[len(to_group) - 5:], embedder)  # 5 to the group
+    assert deed_sense.GROUP not in no_group.weights

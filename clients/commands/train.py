@@ -60,10 +60,11 @@ def deed_examples(datasets: Sequence[str | Path], *, skill_examples: bool = True
     entities: dict[str, Any] = {}
     for path in datasets:
         for case in ev.load_dataset(path):
-            side = deed_sense.side_of_case(case.expected_skills,
-                                           [(e.skill, e.change) for e in case.effects])
+            effects = [(e.skill, e.change) for e in case.effects]
             examples.append(deed_sense.Example(
-                case.input, ev.case_entities(case.campaign, entities), side))
+                case.input, ev.case_entities(case.campaign, entities),
+                deed_sense.side_of_case(case.expected_skills, effects),
+                deed_sense.target_kind_of_case(case.expected_skills, effects)))
     if skill_examples:
         skills = SkillRegistry([builtin_skills_dir()]).skills
         examples += [deed_sense.Example(text, (), deed_sense.NONE)

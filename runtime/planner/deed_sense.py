@@ -32,7 +32,7 @@ import json
 import re
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -45,7 +45,9 @@ from narratoria.runtime.planner.router import PENALTY_C, build_vocabulary, claus
 KIND, HARMFUL, QUERY = "kind", "harmful", "query"
 SIDES = (KIND, HARMFUL, QUERY)
 DEED = "deed"
+GROUP = "group"  # of a deed naming a person and a group: done to the group
 _REGRESSIONS = (DEED, KIND, QUERY)
+_MIN_GROUP_CASES = 20  # of each answer; fewer and the first person named stays the rule
 NONE = "none"
 DECIDE_AT = 0.6
 VETO_BELOW = 0.1
@@ -62,6 +64,7 @@ class Example:
     text: str
     entities: tuple[Entity, ...]
     side: str  # one of SIDES, or NONE
+    target_kind: str = ""  # a deed's: "npc" or "faction", where the label says
 
 
 @dataclass(frozen=True)
@@ -74,15 +77,21 @@ class Reading:
     def target(self) -> Mention | None:
         """Whom a deed is done to: of those surely named (else of all), the first person,
         else the first group. A group beside a person is most often whom the deed is
-        told to or done before ("I tip off the riders where Orla hides")."""
+        told to or done before ("I tip off the riders where Orla hides"), unless the
+        fitted reading says the group is the one done by ("I tell the foreman the
+        Union men are loafing")."""
         sure = [m for m in self.named if not m.guess] or list(self.named)
-        return next((m for m in sure if m.entity.kind == "npc"), sure[0] if sure else None)
+        person = next((m for m in sure if m.entity.kind == "npc"), None)
+        group = next((m for m in sure if m.entity.kind == "faction"), None)
+        if person is not None and group is not None and self.probabilities.get(GROUP, 0) >= 0.5:
+            return group
+        return person or (sure[0] if sure else None)
 
 
 @dataclass(frozen=True)
 class SenseModel:
-    """Fitted weights: per regression (deed, kind, query), [embedding, word features,
-    intercept]."""
+    """Fitted weights: per regression (deed, kind, query and, where enough examples name
+    both, group), [embedding, word features, intercept]."""
 
     vocabulary: dict[str, int]
     weights: dict[str, np.ndarray]
@@ -104,7 +113,8 @@ class SenseModel:
         with np.load(path, allow_pickle=False) as data:
             words = [str(w) for w in data["vocabulary"]]
             return cls({w: i for i, w in enumerate(words)},
-                       {name: data[f"w_{name}"] for name in _REGRESSIONS},
+                       {name: data[f"w_{name}"] for name in (*_REGRESSIONS, GROUP)
+                        if f"w_{name}" in data},
                        str(data["embedder"]), str(data["digest"]),
                        tuple(str(d) for d in data["datasets"]))
 
@@ -116,8 +126,11 @@ class SenseModel:
         deed = sigmoid(rows @ self.weights[DEED])
         at = int(np.argmax(deed))
         kind = float(sigmoid(rows[at] @ self.weights[KIND]))
-        return {KIND: float(deed[at]) * kind, HARMFUL: float(deed[at]) * (1 - kind),
-                QUERY: float(np.max(sigmoid(rows @ self.weights[QUERY]))), DEED: float(deed[at])}
+        found = {KIND: float(deed[at]) * kind, HARMFUL: float(deed[at]) * (1 - kind),
+                 QUERY: float(np.max(sigmoid(rows @ self.weights[QUERY]))), DEED: float(deed[at])}
+        if GROUP in self.weights:
+            found[GROUP] = float(sigmoid(rows[0] @ self.weights[GROUP]))
+        return found
 
 
 def mask(text: str, entities: Sequence[Entity] = ()) -> tuple[str, list[Mention]]:
@@ -153,8 +166,10 @@ def fit(examples: Sequence[Example], embedder: EmbeddingBackend, *,
     """Three class-balanced regressions on the masked examples: a deed or not, a
     standing question or not, and (on the deeds alone) kind or harmful. Whether a deed
     is done is one question; splitting it between two sides left acts that read
-    half-kind, half-harmful under either."""
-    texts = [mask(e.text, e.entities)[0] for e in examples]
+    half-kind, half-harmful under either. A fourth, on the deeds that name both a
+    person and a group, reads which of the two it is done to."""
+    masked = [mask(e.text, e.entities) for e in examples]
+    texts = [text for text, _ in masked]
     vocabulary = build_vocabulary(texts)
     x = features(embedder, texts, vocabulary)
     sides = np.array([e.side for e in examples])
@@ -162,12 +177,23 @@ def fit(examples: Sequence[Example], embedder: EmbeddingBackend, *,
     weights = {DEED: fit_logistic(x, done.astype(float), c=c),
                QUERY: fit_logistic(x, (sides == QUERY).astype(float), c=c),
                KIND: fit_logistic(x[done], (sides[done] == KIND).astype(float), c=c)}
+    both = np.array([bool(e.target_kind) and side in (KIND, HARMFUL)
+                     and {"npc", "faction"} <= {m.entity.kind for m in named}
+                     for e, side, (_, named) in zip(examples, sides, masked)], dtype=bool)
+    group = np.array([e.target_kind == "faction" for e in examples], dtype=bool)
+    to_group, to_person = int(np.sum(group[both])), int(np.sum(~group[both]))
+    if min(to_group, to_person) >= _MIN_GROUP_CASES:
+        weights[GROUP] = fit_logistic(x[both], group[both].astype(float), c=c)
+        # The fit weighs both answers alike; most such deeds are done to the person, so
+        # the intercept takes back that prior and 0.5 is the likelier answer's line.
+        weights[GROUP][-1] += np.log(to_group / to_person)
     return SenseModel(vocabulary, weights, embedder_name(embedder), digest(examples),
                       tuple(datasets))
 
 
 def digest(examples: Iterable[Example]) -> str:
-    lines = sorted(json.dumps([e.text, e.side, sorted(x.id for x in e.entities)])
+    lines = sorted(json.dumps([e.text, e.side, sorted(x.id for x in e.entities)]
+                              + ([e.target_kind] if e.target_kind else []))
                    for e in examples)
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16]
 
@@ -176,6 +202,16 @@ def embedder_name(embedder: EmbeddingBackend) -> str:
     """The embedding model's name: weights fitted on one model's vectors mean nothing
     on another's."""
     return str(getattr(embedder, "model", None) or type(embedder).__name__)
+
+
+def target_kind_of_case(expected_skills: Sequence[str],
+                        effects: Sequence[tuple[str, str]]) -> str:
+    """Whom a one-deed case's deed is done to: "npc", "faction", or "" (no deed, a
+    question, or deeds to both)."""
+    done = {skill for skill, change in effects
+            if skill in (PERCEPTION, REPUTATION) and skill in expected_skills
+            and change in ("up", "down")}
+    return {PERCEPTION: "npc", REPUTATION: "faction"}[done.pop()] if len(done) == 1 else ""
 
 
 def side_of_case(expected_skills: Sequence[str], effects: Sequence[tuple[str, str]]) -> str:
@@ -234,7 +270,7 @@ class DeedSense:
         ("I buy oil from the guild at the normal price" reads no deed). Someone
         else's act and paying the asking price are no deed of the player's."""
         deeds, asks = read_deeds(text, entities), asks_standing(text)
-        reading = self.read(text, entities)
+        reading = self._own_reading(text, entities)
         sure = bool(reading.probabilities)  # no probabilities: weights for another embedder
         if deeds and (_UNDONE.search(text) or (
                 fair_trade(text) and all(d.event == "gift" for d in deeds))):
@@ -252,6 +288,25 @@ class DeedSense:
             return [], False
         deed = self.deed(text, entities, reading)
         return ([deed] if deed is not None else []), False
+
+    def _own_reading(self, text: str, entities: Sequence[Entity]) -> Reading:
+        """The reading of the player's own sentences where the input first tells what
+        someone else does ("Big Tom stands the crew a round. I take my glass"): the
+        other's act is no deed of the player's, however it reads. Whom the deed is done
+        to may be named only in the other's sentence ("Odile drops her purse. I hand it
+        back to her")."""
+        own = _players_part(text, entities)
+        if own == text:
+            return self.read(text, entities)
+        reading = self.read(own, entities)
+        if reading.named:
+            return reading
+        return replace(reading, named=self.read_names(text, entities))
+
+    @staticmethod
+    def read_names(text: str, entities: Sequence[Entity]) -> tuple[Mention, ...]:
+        _, named = mask(" ".join(text.split()), entities)
+        return tuple(m for m in named if m.entity.kind in ("npc", "faction"))
 
     def deed(self, text: str, entities: Sequence[Entity] = (),
              reading: Reading | None = None) -> Deed | None:
@@ -312,12 +367,27 @@ class DeedSense:
             return self._events
 
 
-_THIRD_PERSON = frozenset("he she they it".split())
+_THIRD_PERSON = frozenset("he she they it someone somebody everyone nobody".split())
 # A deed only thought of, or put off: "in my head I picture their tower burning",
 # "maybe I should apologise later. Not now though", "I decide to sleep on it".
 _UNDONE = re.compile(r"\b(?:not (?:now|tonight|yet|today)\b|sleep on it|(?:don't|do not|dont) "
                      r"actually|decided? (?:not|against)|in my head|just (?:thinking|wondering)|"
-                     r"daydream|think(?:ing)? about \w+ing)", re.I)
+                     r"daydream|think(?:ing)? about \w+ing|plan(?:s|ning)? to|intend(?:s|ing)? to|"
+                     r"for now,? i\b)", re.I)
+
+
+# Where an input's sentences part; "while I" and "as I" start the player's own clause.
+_SENTENCE = re.compile(r"(?<=[.!?;])\s+|\s+(?:while|as|until|till)\s+(?=(?:I|i|we)\b)")
+
+
+def _players_part(text: str, entities: Sequence[Entity]) -> str:
+    """The player's own sentences, where others lead the input with what they do; else
+    ``text``."""
+    parts = [p for p in _SENTENCE.split(" ".join(text.split())) if p.strip()]
+    others = [_others_act(p, mentions(p, entities)) for p in parts]
+    if len(parts) < 2 or not any(others) or all(others):
+        return text
+    return " ".join(p for p, other in zip(parts, others) if not other)
 
 
 def _others_act(text: str, named: Sequence[Mention]) -> bool:

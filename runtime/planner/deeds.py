@@ -1083,7 +1083,8 @@ _FAIR_TRADE = re.compile(
     r"(?:price|rate|fee|fare|toll)\b"
     r"|\bwhat (?:they|he|she|it|you) (?:charges?|asks?|asked|wants?)\b"
     r"|\bprice on the (?:board|sign|tag|slate|menu)\b"
-    r"|\b(?:the usual|the exact|exact) (?:\w+ )?(?:coins?|coppers?|pennies|silver|fare|change)\b",
+    r"|\b(?:(?:the|his|her|their|its|my) usual|the exact|exact) (?:\w+ )?"
+    r"(?:coins?|coppers?|pennies|penny|silver|fare|change|dollars?|bits?|shillings?|price|rate|fee)\b",
     re.I)
 _EXTRA = re.compile(r"\b(?:extra|tip|on top)\b", re.I)
 _MORE_THAN = frozenset("double twice triple thrice above over beyond more".split())
