@@ -1,4 +1,4 @@
-"""Campaigns written to the original schemas (the architecture spec, §6.2): plot beats
+"""Campaigns written to the original schemas: plot beats
 as ``plot/beats.json`` in the plot-beats schema's form, loaded, checked and tracked like
 the YAML form; and an entity's id taken from what its file says (frontmatter name, first
 heading) when its file name does not follow the convention.

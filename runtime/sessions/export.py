@@ -57,8 +57,9 @@ FORMAT = "narratorio-full"
 FORMAT_VERSION = 1
 SUFFIX = ".narratorio-full"
 MEMBERS = ("manifest.json", "session.json", "records.json", "narrative.json")
-# An archive is read whole into memory: refuse a member that would inflate past this.
-MEMBER_MAX_BYTES = 256 * 1024 * 1024
+# An archive is read whole into memory, and any client may send one: refuse a member
+# that would inflate past this (a thousand-turn session's records are a few MiB).
+MEMBER_MAX_BYTES = 32 * 1024 * 1024
 # Records of a playthrough that belong to it alone (lore is the campaign's, shared).
 PLAYTHROUGH_TYPES = tuple(t for t in DataType if t is not DataType.LORE_CHUNK)
 
