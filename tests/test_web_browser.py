@@ -28,8 +28,7 @@ from support.browser import chromium, playwright_or_skip  # noqa: E402
 sync_api = playwright_or_skip()
 
 from conftest import REPO, linked_test_skills  # noqa: E402
-from narratoria.clients.client import NarratoriaClient  # noqa: E402
-from support.web import LiveGateway  # noqa: E402
+from support.web import pattern_gateway  # noqa: E402
 
 ECHO = "echo/echo"  # a test skill, registered in the daemon (linked_test_skills)
 ARTIFACTS = Path(os.environ.get("NARRATORIA_ARTIFACTS") or REPO / "tests" / "artifacts") / "web"
@@ -41,16 +40,8 @@ TURN_TIMEOUT_MS = 120_000
 
 @pytest.fixture(scope="module")
 def gateway(config_dir, tmp_path_factory):
-    from support.daemon import HASH_EMBEDDER, Daemon
-
-    daemon = Daemon("--planner", "pattern", *HASH_EMBEDDER, "--skills-dir",
-                    str(linked_test_skills(tmp_path_factory.mktemp("skills"))))
-    client = NarratoriaClient(f"unix://{daemon.socket}")
-    live = LiveGateway(client)
-    yield live
-    live.stop()
-    client.close()
-    assert daemon.stop() == 0
+    with pattern_gateway(linked_test_skills(tmp_path_factory.mktemp("skills"))) as live:
+        yield live
 
 
 @pytest.fixture(scope="module")

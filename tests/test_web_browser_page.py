@@ -24,8 +24,7 @@ from support.browser import chromium, playwright_or_skip  # noqa: E402
 sync_api = playwright_or_skip()
 
 from conftest import REPO, linked_test_skills  # noqa: E402
-from narratoria.clients.client import NarratoriaClient  # noqa: E402
-from support.web import LiveGateway  # noqa: E402
+from support.web import pattern_gateway  # noqa: E402
 
 SHOTS = Path(os.environ.get("NARRATORIA_WEB_SHOTS") or REPO / "tests" / "artifacts" / "web-page")
 TURN_TIMEOUT_MS = 120_000
@@ -37,16 +36,8 @@ DIAG_COUNT = re.compile(r"^(Show|Hide) diagnostics \((\d+)\)$")
 
 @pytest.fixture(scope="module")
 def gateway(config_dir, tmp_path_factory):
-    from support.daemon import HASH_EMBEDDER, Daemon
-
-    daemon = Daemon("--planner", "pattern", *HASH_EMBEDDER, "--skills-dir",
-                    str(linked_test_skills(tmp_path_factory.mktemp("skills"))))
-    client = NarratoriaClient(f"unix://{daemon.socket}")
-    live = LiveGateway(client)
-    yield live
-    live.stop()
-    client.close()
-    assert daemon.stop() == 0
+    with pattern_gateway(linked_test_skills(tmp_path_factory.mktemp("skills"))) as live:
+        yield live
 
 
 @pytest.fixture(scope="module")

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import socket
 import threading
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import uvicorn
 
@@ -65,3 +68,20 @@ class LiveGateway:
         if "json" in (res.getheader("Content-Type") or ""):
             doc = json.loads(raw)
         return res.status, res, doc if doc is not None else raw
+
+
+@contextlib.contextmanager
+def pattern_gateway(skills_dir: Path) -> Iterator[LiveGateway]:
+    """A daemon (pattern planner, hash embedder, the test skills in ``skills_dir``) and a
+    gateway in front of it, both stopped on the way out."""
+    from support.daemon import HASH_EMBEDDER, Daemon
+
+    daemon = Daemon("--planner", "pattern", *HASH_EMBEDDER, "--skills-dir", str(skills_dir))
+    client = NarratoriaClient(f"unix://{daemon.socket}")
+    live = LiveGateway(client)
+    try:
+        yield live
+    finally:
+        live.stop()
+        client.close()
+        assert daemon.stop() == 0
