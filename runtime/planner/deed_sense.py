@@ -247,7 +247,7 @@ class DeedSense:
     def read(self, text: str, entities: Sequence[Entity] = ()) -> Reading:
         model = self.model
         masked, named = mask(" ".join(text.split()), entities)
-        named_people = tuple(m for m in named if m.entity.kind in ("npc", "faction"))
+        named_people = _people(named)
         if model.embedder != embedder_name(self.embedder):
             return Reading(NONE, {}, named_people)  # another embedder: the lists alone
         probabilities = model.probabilities(
@@ -301,12 +301,9 @@ class DeedSense:
         reading = self.read(own, entities)
         if reading.named:
             return reading
-        return replace(reading, named=self.read_names(text, entities))
-
-    @staticmethod
-    def read_names(text: str, entities: Sequence[Entity]) -> tuple[Mention, ...]:
         _, named = mask(" ".join(text.split()), entities)
-        return tuple(m for m in named if m.entity.kind in ("npc", "faction"))
+        return replace(reading, named=_people(named))
+
 
     def deed(self, text: str, entities: Sequence[Entity] = (),
              reading: Reading | None = None) -> Deed | None:
@@ -378,6 +375,11 @@ _UNDONE = re.compile(r"\b(?:not (?:now|tonight|yet|today)\b|sleep on it|(?:don't
 
 # Where an input's sentences part; "while I" and "as I" start the player's own clause.
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\s+(?:while|as|until|till)\s+(?=(?:I|i|we)\b)")
+
+
+def _people(named: Sequence[Mention]) -> tuple[Mention, ...]:
+    """The persons and groups of ``named`` (not things or places)."""
+    return tuple(m for m in named if m.entity.kind in ("npc", "faction"))
 
 
 def _players_part(text: str, entities: Sequence[Entity]) -> str:
