@@ -5,6 +5,7 @@ never lets a client see a wrong spelling, whatever the pieces' boundaries."""
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -77,12 +78,13 @@ def test_invented_people_are_removed_only_where_the_campaign_forbids_them(ebb, n
     text = ("Orla Finch sets down her satchel. \"Come in,\" Mara says. A man named Jonas "
             "waits by the door, and Captain Reed frowns. Wind whispers through the pass. "
             "Her brother Aldo is to hang at the assizes.")
-    assert ninth.forbid_new_names and not ebb.forbid_new_names
+    assert ninth.forbid_new_names and ebb.forbid_new_names  # long_ebb: its people are canon
+    allowing = replace(ebb, forbid_new_names=False)
     assert correct(ninth, text) == (
         "Orla Finch sets down her satchel. \"Come in,\" someone says. A man waits by the "
         "door, and someone frowns. Wind whispers through the pass. Her brother Aldo is to "
         "hang at the assizes.")  # Aldo is in Orla Finch's file: canon, not invented
-    assert correct(ebb, text) == text
+    assert correct(allowing, text) == text
     # Names the player's own action used are theirs to have in the story.
     assert correct(ninth, text, allowed=frozenset({"mara"})).count("Mara says") == 1
 

@@ -12,7 +12,8 @@ from narratoria.runtime.campaign.loaded import load_campaign
 from narratoria.runtime.planner.narration_scores import dice_consistency
 from narratoria.runtime.turn.resolution import (DEFAULT_DIFFICULTY, Deed, Roll, Rules, choose_lead,
                                            classify, engine_roll, judge, leads, pick_stat,
-                                           resolve, roller_roll, rules_from, stat_modifier)
+                                           resolve, roller_roll, rules_from, spoken,
+                                           stat_modifier)
 from narratoria.runtime.turn.second_person import beat_sentence, deed_phrase, you_form
 
 
@@ -50,6 +51,17 @@ RISKY = [
     ("Let the dice decide", "chance"),
     ("I roll for it", "chance"),
 ]
+SPOKEN = [
+    'I say "I will bring the Heartglass up before the bell"',
+    'I say "Let the dice decide, warden"',  # what is said asks nothing of the dice
+    "I tell Odile Venn that the tide is turning",
+    "I tell Odile that I will climb the sea wall and cross the flooded channel",
+    "I tell the warden I will fight him if he touches the ledger",
+    "I ask Corran Hale whether the sea wall can be climbed",
+    '"Let me through," I tell the warden',
+    'I whisper "roll for it" to Tamsin',
+    "I shout to Wick that he should leap the gap",
+]
 SAFE = [
     "I ask Odile Venn what the Heartglass looks like",
     "I ask Wick whether I can climb the sea wall",  # a question about a deed
@@ -78,6 +90,22 @@ def test_risky_deeds_are_recognised_by_their_main_verb(action, kind):
 @pytest.mark.parametrize("action", SAFE)
 def test_questions_looks_and_words_are_never_risky(action):
     assert classify(action) is None
+
+
+@pytest.mark.parametrize("action", SPOKEN)
+def test_words_alone_are_never_rolled_for(action):
+    assert spoken(action)
+    assert classify(action) is None
+
+
+@pytest.mark.parametrize("action,kind,phrase", [
+    ("I say goodbye to Tamsin, then leap across the gap", "athletics", "leap across the gap"),
+    ('I shout "Stand back!" and kick down the door', "force", "kick down the door"),
+    ("I ask Corran to let me through and roll to persuade him", "persuade", "persuade him"),
+])
+def test_a_deed_told_after_the_words_is_still_risky(action, kind, phrase):
+    deed = classify(action)
+    assert not spoken(action) and deed is not None and (deed.kind, deed.phrase) == (kind, phrase)
 
 
 def test_the_deed_phrase_drops_the_attempt_and_the_dice_request():
@@ -145,7 +173,8 @@ def test_a_failure_costs_two_steps_of_the_stat_clamped_at_its_minimum(ebb):
     deed = classify("I try to climb the slick sea wall")
     state = {"player": {"stats": {"vigour": 100}}}
     fail = resolve(deed, ebb.rules, state, Roll(2))
-    assert (fail.stat, fail.modifier, fail.total, fail.outcome) == ("vigour", 2, 4, "failure")
+    assert (fail.stat, fail.modifier, fail.total, fail.outcome) == ("vigour", 0, 2, "failure")
+    assert fail.difficulty == DEFAULT_DIFFICULTY - 2  # full vigour lowers the bar
     assert fail.patch == {"player": {"stats": {"vigour": 80}}} and fail.cost == "Vigour -20"
     partial = resolve(deed, ebb.rules, state, Roll(6))
     assert partial.outcome == "partial" and partial.patch == {"player": {"stats": {"vigour": 90}}}
@@ -191,6 +220,55 @@ def test_the_dice_rollers_check_keeps_its_outcome_and_another_formula_is_scaled(
     assert (check.difficulty, check.total, check.outcome) == (16, 13, "partial")
     assert roller_roll({"total": "x"}) is None
     assert roller_roll({"total": 5, "dice": [{"term": "bogus"}]}) is None
+
+
+def test_the_check_states_the_dice_rollers_own_total(ebb):
+    """The dice-roller showed "1d20+5 -> 17" and the check said "12+9 = 21": the stat's
+    edge was added to the roll. The total is the roll's own; the edge moves the bar."""
+    import re
+
+    from narratoria.clients.render import check_line, dice_line
+    from narratoria.proto import narratoria_pb2 as pb
+
+    payload = {"formula": "1d20+5", "total": 17, "modifier": 5,
+               "dice": [{"term": "1d20", "sides": 20, "count": 1, "subtotal": 12, "rolls": [12]}]}
+    deed = classify("I try to climb the slick sea wall")
+    check = resolve(deed, ebb.rules, {"player": {"stats": {"vigour": 100}}}, roller_roll(payload))
+    assert (check.roll, check.modifier, check.total) == (12, 5, 17)
+    assert (check.difficulty, check.outcome) == (12, "success")  # 16 less vigour's edge, scaled
+    rolled = dice_line(payload)
+    checked = check_line(pb.Check(**check.event()))
+    assert rolled.startswith("  ⚄ 1d20+5 → 17")
+    assert checked.startswith("  ⚖ vigour check: 1d20+5 12+5 = 17 vs 12 → success")
+    assert re.search(r"→ (\d+)", rolled)[1] == re.search(r"= (\d+)", checked)[1]
+    # The engine's own 2d6 says the dice's sum too: the stat is in the bar, not the sum.
+    engine = resolve(deed, ebb.rules, {"player": {"stats": {"vigour": 100}}}, Roll(7))
+    assert (engine.total, engine.difficulty, engine.outcome) == (7, 8, "partial")
+
+
+def _old_outcome(roll: Roll, edge: int, difficulty: int) -> str:
+    """The decision as it was made before: the edge added to the total."""
+    if (roll.low, roll.high) == (2, 12):
+        return judge(roll.dice + roll.modifier + edge, difficulty)
+    span = roll.high - roll.low
+    total = roll.dice + roll.modifier + round(edge * span / 10)
+    bar = roll.low + round((difficulty - 2) * span / 10)
+    return ("success" if total >= bar else
+            "partial" if total >= bar - round(3 * span / 10) else "failure")
+
+
+@pytest.mark.parametrize("vigour", [0, 20, 50, 80, 100])
+def test_the_edge_moves_the_bar_for_the_same_decisions_at_the_same_odds(ebb, vigour):
+    deed = classify("I try to climb the slick sea wall")
+    state = {"player": {"stats": {"vigour": vigour}}}
+    edge = stat_modifier(pick_stat("athletics", ebb.rules), vigour)
+    formulas = [(2, 12, 0), (1, 20, 5), (1, 20, 0), (3, 18, 0), (1, 100, 0)]
+    for low, high, plus in formulas:
+        for dice in range(low, high + 1):
+            roll = Roll(dice, plus, "x", "dice-roller", low, high)
+            check = resolve(deed, ebb.rules, state, roll)
+            assert check.total == dice + plus  # never the stat's edge added
+            assert check.outcome == _old_outcome(roll, edge, DEFAULT_DIFFICULTY), (low, high, dice)
 
 
 # -- the lead ------------------------------------------------------------------------------
@@ -255,7 +333,7 @@ def test_the_terminal_shows_a_check_with_its_cost(ebb):
     check = resolve(classify("I try to climb the slick sea wall"), ebb.rules,
                     {"player": {"stats": {"vigour": 100}}}, Roll(6))
     event = pb.TurnEvent(turn_id="t", seq=1, check=pb.Check(**check.event()))
-    assert render_turn([event]) == "  ⚖ vigour check: 2d6 6+2 = 8 vs 10 → partial; cost: Vigour -10\n"
+    assert render_turn([event]) == "  ⚖ vigour check: 2d6 6+0 = 6 vs 8 → partial; cost: Vigour -10\n"
     ok = resolve(classify("I try to climb the slick sea wall"), ebb.rules,
                  {"player": {"stats": {"vigour": 100}}}, Roll(12))
     assert render_turn([pb.TurnEvent(check=pb.Check(**ok.event()))]).endswith("→ success\n")

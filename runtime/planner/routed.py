@@ -20,6 +20,12 @@ how far), as it does a query naming whom it asks about. The model fills
 only the other chosen skills' calls, and is not woken when there are none. A deed
 call is optional (``required: false``): a standing that cannot be written never
 costs the turn its story.
+
+Dice are the engine's too (``runtime/turn/resolution.py``): words alone (``I say "…"``,
+``I tell X that …``, ``I ask …``) never call the dice-roller, whoever chose it, and a
+roll the player gave no formula for rolls the engine's check dice (2d6), not whatever
+formula the model copies from the manifest's examples (1d20+5), so the dice the player
+sees are the dice the check reads.
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+
+from msgspec import structs
 
 from narratoria.runtime.embedding import EmbeddingBackend
 from narratoria.runtime.planner.base import PlanRequest, PlanShape
@@ -44,6 +52,7 @@ from narratoria.runtime.planner.grammar import explicit_values
 from narratoria.runtime.planner.model import ModelPlanner
 from narratoria.runtime.planner.pattern import narrative_only
 from narratoria.runtime.planner.router import Routing, SkillRouter
+from narratoria.runtime.turn.resolution import CHECK_DICE, spoken
 
 TRUST_MODEL_BYTES = 1 << 30  # ~1.5B parameters at 4 bits and up
 
@@ -75,7 +84,8 @@ class RoutedPlanner:
         deeds = [d for d in found if UPDATE[d.skill] in refs]
         chosen = decide(request, routing, deeds, refs, asks=asks)
         if self.trust_model:
-            return await self.model.generate(replace(request, hints=tuple(chosen)))
+            plan = await self.model.generate(replace(request, hints=tuple(chosen)))
+            return engine_dice(plan, request.player_input)
         engine = engine_tools(request, chosen, deeds, refs)
         rest = [skill for skill in chosen if skill not in {t.toolPath.split("/")[0]
                                                            for t in engine}]
@@ -91,12 +101,15 @@ class RoutedPlanner:
         # spelled out, and drops the plan's sentence (the narrator writes the turn).
         fixed = {s.ref: values for s in offered if s.skill in chosen
                  if (values := explicit_values(s, request.player_input))}
+        if ROLL in refs and DICE in chosen:
+            fixed[ROLL] = {"formula": CHECK_FORMULA, **fixed.get(ROLL, {})}
         # One call per chosen skill: left more room, this model repeats a call; left
         # the choice, it calls one of two chosen skills.
         shape = PlanShape(only=frozenset(chosen), each=tuple(chosen), min_tools=len(chosen),
                           max_tools=len(chosen), essential_inputs=True, narrative=False,
                           fixed=fixed)
-        plan = await self.model.generate(replace(request, hints=tuple(chosen)), shape)
+        plan = engine_dice(await self.model.generate(replace(request, hints=tuple(chosen)),
+                                                     shape), request.player_input)
         if not engine:
             return plan
         tools = [*plan.tools, *engine]
@@ -127,8 +140,10 @@ def decide(request: PlanRequest, routing: Routing, deeds: list[Deed], refs: set[
     """The skills a turn calls: the router's, and the deed skills the engine's reading
     adds (a deed done to someone, a question naming whom it asks about) or takes away
     (the router's guess on an input that only looks, moves or asks about something else)."""
+    words = spoken(request.player_input)
     chosen = [s for s in routing.chosen
               if (s not in UPDATE or not idle(request.player_input))
+              and not (s == DICE and words)
               and not (s == MEMORY and deeds and not _MEMORY_WORDS.search(request.player_input))]
     wanted = [d.skill for d in deeds]
     if asks:
@@ -139,6 +154,8 @@ def decide(request: PlanRequest, routing: Routing, deeds: list[Deed], refs: set[
 
 
 MEMORY = "memory"
+DICE, ROLL = "dice-roller", "dice-roller/roll-dice"
+CHECK_FORMULA = f"{CHECK_DICE[0]}d{CHECK_DICE[1]}"  # the engine's check dice
 # A deed's words ("rumours", "a story about where the salvage went") sound like memory's
 # phrases; a deed turn recalls or stores only when the player says so.
 _MEMORY_WORDS = re.compile(r"\b(?:remember\w*|recall\w*|memor\w*|notes?|noted|store|forget\w*|"
@@ -183,6 +200,31 @@ def engine_tools(request: PlanRequest, chosen: list[str], deeds: list[Deed],
             add(QUERY[REPUTATION], {"faction": names[0]} if len(names) == 1 else
                 {"factions": names} if names else {"query": request.player_input[:500]})
     return tools
+
+
+def engine_dice(plan: Plan, player_input: str) -> Plan:
+    """``plan`` with the engine's say on dice (module doc): no roll for words alone, and
+    the check dice for a roll with no formula."""
+    words = spoken(player_input)
+    dropped = {t.toolId for t in plan.tools if t.toolPath.split("/")[0] == DICE and words}
+    tools: list[ToolInvocation] = []
+    for tool in plan.tools:
+        if tool.toolId in dropped:
+            continue
+        if tool.toolPath == ROLL and not tool.input.get("formula"):
+            tool = structs.replace(tool, input={**tool.input, "formula": CHECK_FORMULA})
+        if dropped & set(tool.dependencies):
+            tool = structs.replace(tool, dependencies=[d for d in tool.dependencies
+                                                       if d not in dropped])
+        tools.append(tool)
+    if tools == list(plan.tools):
+        return plan
+    new = replace_plan(plan, tools)
+    if not tools and new.narrative is None:
+        new = Plan(requestId=new.requestId, tools=[], parallel=False,
+                   narrative=narrative_only(player_input), disabledSkills=new.disabledSkills,
+                   metadata=new.metadata, timeoutMs=new.timeoutMs)
+    return new
 
 
 def replace_plan(plan: Plan, tools: list[ToolInvocation]) -> Plan:

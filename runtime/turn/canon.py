@@ -12,11 +12,17 @@ the narrator's stream through :class:`NameRelay`, which
   eval counts as misspelt is exactly what is corrected; one implementation);
 - when the campaign forbids invented people (:func:`forbids_new_names`), replaces an
   invented named person with "someone": a capitalised name the campaign never writes,
-  addressed by a title ("Captain Jonas"), introduced ("a man named Jonas") or the
-  subject of a speaking or gesturing verb ("Mara nods"). Precision over recall: a
-  thing that opens a sentence and "whispers" or "answers" ("Wind whispers", ``_VOICES``)
-  is left alone, and so is every capitalised word anywhere in the campaign's files
-  ("Aldo", named only in Orla Finch's prose).
+  addressed by a title ("Captain Jonas", "Lord Brindlemark"), introduced ("a man named
+  Jonas") or the subject of a speaking or gesturing verb ("Mara nods"); and a rank
+  used as a name ("the King", "the Duke's men": ``_RANKS``) the campaign never
+  capitalises. Precision over recall: a thing that opens a sentence and "whispers" or
+  "answers" ("Wind whispers", ``_VOICES``) is left alone, and so is every capitalised
+  word anywhere in the campaign's files ("Aldo", named only in Orla Finch's prose;
+  "the Warden" where the campaign has its Tithe Wardens).
+- leaves an invented *place* alone ("the road to Brindlemark"): it is no person, a
+  stand-in ("somewhere") would garble the sentence, and the menu never offers to go
+  anywhere the campaign does not have (``runtime/planner/choices.py``). A capitalised
+  word is a person only by the cues above, so "Brindlemark nods" is someone.
 
 Streaming: the relay holds back the last :data:`LOOKAHEAD_WORDS` words (a name of up
 to three words and the verb after it) and never emits a piece that a later piece could
@@ -26,7 +32,10 @@ into text already emitted.
 A campaign says whether it allows invented people with the manifest field
 ``invented_names: allow | forbid``. Without it, a campaign forbids them when its
 ``hydration_guidance`` says so ("never a second stranger", "never invent a
-character"), and allows them otherwise.
+character") or declares its people canon ("the people, places, laws and dates in these
+files are canon", "everything named in these files is canon"), and allows them
+otherwise. Forbidding is about *named* people only: a guidance that also invites
+"minor townsfolk" (long_ebb) still gets its fishwives and old men, nameless.
 """
 
 from __future__ import annotations
@@ -53,9 +62,21 @@ _FORBIDS = re.compile(
     r"\b(?:never|no|not|don't|do not)\b[^.;]{0,40}?\b(?:second|new|other|another|extra|"
     r"invent(?:ed)?(?: a| any)?(?: new)?)\s+(?:named\s+)?(?:stranger|strangers|characters?|"
     r"people|persons?|npcs?|names?)\b", re.IGNORECASE)
+# A guidance that makes the files' people canon: "the people, places … in these files are
+# canon", "everything named in these files is canon".
+_CANON_PEOPLE = re.compile(
+    r"\b(?:people|persons|characters|cast|npcs|everyone|everybody|everything named|"
+    r"all (?:the )?names)\b[^.;]{0,80}?\b(?:are|is)\s+canon\b", re.IGNORECASE)
+# Ranks a person is called by alone, as a name: "the King", "the Duke's men".
+_RANKS = frozenset("""king queen prince princess duke duchess earl baron baroness count
+countess emperor empress regent chancellor magistrate mayor governor bishop abbot abbess
+archbishop cardinal lord lady master mistress captain sergeant commander general admiral
+marshal sheriff steward overseer warden reeve alderman councillor judge high-priest
+priestess""".split())
 _TITLES = frozenset("""captain sergeant lieutenant commander master mistress lady lord sir dame
 brother sister father mother aunt uncle mr mrs ms miss dr doctor elder old young widow
-granny grandfather grandmother keeper warden""".split())
+granny grandfather grandmother keeper warden""".split()) | _RANKS
+_RANK_NAME = re.compile(r"\b([Tt]he)\s+([A-Z][a-z]+)\b(?!-[A-Za-z])(?!\s+[A-Z])")
 # Verbs whose subject is a person: said of a capitalised unknown word, it names someone.
 _PERSON_VERBS = frozenset("""says said asks asked replies replied nods nodded smiles smiled
 whispers whispered shouts shouted laughs laughed frowns frowned grins grinned sighs sighed
@@ -112,15 +133,18 @@ def forbids_new_names(manifest_fields: Mapping[str, Any]) -> tuple[bool, str]:
     else:
         problem = ""
     guidance = manifest_fields.get("hydration_guidance")
-    forbid = bool(isinstance(guidance, str) and _FORBIDS.search(guidance))
+    forbid = bool(isinstance(guidance, str) and (_FORBIDS.search(guidance)
+                                                 or _CANON_PEOPLE.search(guidance)))
     if problem:
         problem += f"; read from hydration_guidance instead ({'forbid' if forbid else 'allow'})"
     return forbid, problem
 
 
 def known_words(texts: Iterable[str]) -> frozenset[str]:
-    """Every capitalised word of ``texts``, lower case: words the campaign writes."""
-    return frozenset(w.lower() for text in texts for w in re.findall(r"\b[A-Z][A-Za-z'’-]+", text))
+    """Every capitalised word of ``texts``, lower case: words the campaign writes (a
+    possessive also as its name: "the King's Riders" writes "king")."""
+    words = {w.lower() for text in texts for w in re.findall(r"\b[A-Z][A-Za-z'’-]+", text)}
+    return frozenset(words | {re.sub(r"['’]s$", "", w) for w in words})
 
 
 def load_canon(root: Path, manifest_fields: Mapping[str, Any]) -> Canon:
@@ -227,10 +251,18 @@ def _closest(word: str, entity: Any) -> str:
 
 
 def _invented(canon: Canon, text: str, allowed: frozenset[str]) -> list[Fix]:
+    ranks = _ranks(canon, text, allowed)
     out: list[Fix] = []
     for m in _SEQUENCE.finditer(text):
         words = m.group(0).split()
         start, end = m.start(), m.end()
+        if words[0].lower() in ("the", "a", "an") and len(words) > 1:
+            # "The Lord Mayor": the article opens the sentence, a titled name follows it;
+            # "The Storm whispers" is a thing.
+            if not (words[1].lower() in _TITLES and len(words) > 2):
+                continue
+            start += len(words[0]) + 1
+            words = words[1:]
         title = words[0].lower() in _TITLES and len(words) > 1
         names = words[1:] if title else words
         if any(_known(canon, w, allowed) for w in names):
@@ -250,9 +282,69 @@ def _invented(canon: Canon, text: str, allowed: frozenset[str]) -> list[Fix]:
             cut = re.search(r"\s*,?\s*\b(?:named|called)\s+$", text[:start])
             out.append(Fix(cut.start() if cut else start, end, "", "invented", m.group(0)))
             continue
+        article = re.search(r"\b([Tt]he)\s+$", text[:start]) if title else None
+        if article is not None:
+            # "the Lord Mayor" -> "someone", never "the someone".
+            start = article.start()
+            at_start = _SENTENCE_START.search(text[:start]) is not None
         out.append(Fix(start, end, STAND_IN.capitalize() if at_start else STAND_IN, "invented",
-                       m.group(0)))
+                       text[start:end]))
+    # "the Duke laughs": the rank's fix, article and all, wins over the name's.
+    out = [f for f in out if not any(r.start < f.end and f.start < r.end for r in ranks)]
+    return sorted(ranks + out, key=lambda f: f.start)
+
+
+def _ranks(canon: Canon, text: str, allowed: frozenset[str]) -> list[Fix]:
+    """A rank used as a name, "the King" (module doc), unless the campaign writes it."""
+    out: list[Fix] = []
+    for m in _RANK_NAME.finditer(text):
+        rank = m.group(2).lower()
+        if rank not in _RANKS or _known(canon, rank, allowed) or \
+                _known(canon, rank + "s", allowed):
+            continue
+        at_start = _SENTENCE_START.search(text[:m.start()]) is not None
+        out.append(Fix(m.start(), m.end(), STAND_IN.capitalize() if at_start else STAND_IN,
+                       "invented", m.group(0)))
     return out
+
+
+def people_named(text: str, known: Iterable[str] = ()) -> list[str]:
+    """The people ``text`` calls by a name or a rank ("Brindlemark" of "Brindlemark
+    nods", "the King", "Lord Brindlemark") that none of ``known`` (names, any case)
+    holds: by the cues invented people are found by (module doc), whatever the
+    campaign allows."""
+    words = frozenset(w.lower() for name in known for w in re.findall(r"[A-Za-z'’-]+", name))
+    bare = Canon(EntityLexicon(()), known_words=words)
+    return list(dict.fromkeys(f.was for f in _invented(bare, text, frozenset())))
+
+
+# Rulers a narration may bring in by rank alone, lower case: "the king".
+_RULERS = frozenset("""king queen prince princess duke duchess earl baron baroness emperor
+empress regent""".split())
+
+
+def invented_people(text: str, known: Iterable[str]) -> list[str]:
+    """The people ``text`` brings in that none of ``known`` (the names of the scene's
+    world, the campaign's, the player's words) has: called by a name or a rank
+    (:func:`people_named`), or a ruler by rank alone ("the king")."""
+    known = list(known)
+    words = {w.lower() for name in known for w in re.findall(r"[A-Za-z'’-]+", name)}
+    found = people_named(text, known)
+    found += [f"the {w}" for w in re.findall(r"\b[Tt]he ([a-z]+)\b", text)
+              if w in _RULERS and w not in words]
+    return list(dict.fromkeys(found))
+
+
+def names_anyone(line: str, people: Sequence[str]) -> bool:
+    """Whether ``line`` names one of ``people`` ("Lord Brindlemark" by "Brindlemark",
+    "the King" by "king")."""
+    for person in people:
+        words = [w for w in person.split() if w.lower() not in ("the", "a", "an")]
+        core = [w for w in words if w.lower() not in _TITLES] or words[-1:]
+        if any(re.search(rf"(?<![\w'’-]){re.escape(w)}(?![\w-])", line, re.IGNORECASE)
+               for w in core):
+            return True
+    return False
 
 
 def _known(canon: Canon, word: str, allowed: frozenset[str]) -> bool:
@@ -302,4 +394,5 @@ class NameRelay:
 
 
 __all__ = ["Canon", "Fix", "INVENTED_NAMES", "LOOKAHEAD_WORDS", "NameRelay", "apply",
-           "correct", "fixes", "forbids_new_names", "known_words", "load_canon", "scene_names"]
+           "correct", "fixes", "forbids_new_names", "known_words", "load_canon",
+           "invented_people", "names_anyone", "people_named", "scene_names"]

@@ -7,7 +7,9 @@ decide", the plan rolled the dice-roller) or when its main verb is a risky deed 
 leap, force, sneak, steal, fight, persuade, flee, endure; crossing or wading something
 hazardous). Precision matters more than recall: a question, a look, a word to an NPC is
 never risky, and a deed counts only as the action's *main* verb ("I ask Wick whether I
-can climb it" is a question).
+can climb it" is a question). A spoken action (:func:`spoken`: ``I say "…"``, ``I tell X
+that …``, ``I ask …``) never rolls, whatever its words ask for; only a deed told after
+it ("I say goodbye, then leap the gap") makes the action risky.
 
 A risky action is resolved here, purely:
 
@@ -19,16 +21,20 @@ A risky action is resolved here, purely:
 - **roll**: 2d6, the dice-roller's default rules (docs/rules.md, "Checks"). The dice-roller's
   own result when the plan rolled; else the engine's, seeded by the session id and the
   turn number (``engine_roll``), so a turn replays the same.
-- **modifier**: the stat's place in its range, -2 (at its minimum) to +2 (at its
-  maximum); a fresh character is capable, a spent one is not.
+- **total**: the roll's own total, the number the dice-roller showed (its dice and its
+  formula's modifier, 1d20+5 -> 17). The engine never adds to it: the player must never
+  see two totals for one roll.
 - **difficulty**: the campaign's ``check_difficulty`` (manifest, default
   :data:`DEFAULT_DIFFICULTY` = 10, the dice-roller's default rules: 10+ success, 7-9
   partial, 6- failure), +1 to persuade an NPC whose perception of the player is -30 or
-  worse, -1 when it is +30 or better.
+  worse, -1 when it is +30 or better, less the stat's **edge**: its place in its range,
+  -2 (at its minimum) to +2 (at its maximum), so a fresh character meets an easier
+  check (8 at full vigour) and a spent one a harder one (12). Lowering the bar by the
+  edge is the same decision, at the same odds, as adding the edge to the total.
 - **outcome**: total ≥ difficulty: success; ≥ difficulty - 3: partial; else failure.
   A dice-roller check that already decided an outcome keeps it (its rules are the
   default ones); a roll of another formula (1d20+5) is judged at the same place in its
-  own range.
+  own range, the edge scaled to that range.
 - **cost**: none on a success; on a partial one step off the stat, two on a failure
   (a step is a tenth of its range, at least 1), clamped into its range: a state patch.
 
@@ -153,16 +159,71 @@ class Deed:
 def classify(action: str) -> Deed | None:
     """The risky deed ``action`` is, or None when it is not risky (module doc)."""
     text = " ".join(action.split())
+    if _SPEECH.match(text) or text[:1] in "\"“":
+        act = _act_after_words(text)
+        if act is None:  # words alone: never rolled for
+            return None
+        text = act
     asked = bool(_ASKS_ROLL.search(text))
     phrase = deed_phrase(text)
-    if phrase is not None:
-        probe = re.sub(r"^(?:then|now|again)\s+", "", phrase, flags=re.IGNORECASE)
-        for kind, pattern in _DEEDS:
-            if pattern.search(probe):
-                return Deed(kind, phrase, asked)
+    if (kind := _deed_kind(phrase)) is not None:
+        return Deed(kind, phrase, asked)
     if asked:
         return Deed("chance", phrase, True)
     return None
+
+
+def _deed_kind(phrase: str | None) -> str | None:
+    """The kind of risky deed a deed phrase ("climb the sea wall") is, or None."""
+    if phrase is None:
+        return None
+    probe = re.sub(r"^(?:then|now|again)\s+", "", phrase, flags=re.IGNORECASE)
+    return next((kind for kind, pattern in _DEEDS if pattern.search(probe)), None)
+
+
+# Words: what the player only says. "say nothing" is silence, not speech.
+_SPEECH = re.compile(
+    r"^(?:(?:then|now|and)\s+)?(?:i\s+)?(?:say|tell|ask|whisper|shout|call(?: out)?|reply|"
+    r"answer|mutter|murmur|yell|speak|explain|promise|repeat|admit|confess|"
+    r"greet|thank|apologi[sz]e|remark|suggest|beg|plead)\b(?!\s+nothing)", re.IGNORECASE)
+_QUOTED = re.compile(r"\"[^\"]*\"?|“[^”]*”?")
+# Where a second act may follow the words: "I say goodbye, then leap the gap".
+_NEXT_ACT = re.compile(r",?\s+(?:and\s+)?then\s+|[.;!?]\s+|,?\s+and\s+", re.IGNORECASE)
+# Reported speech runs to the end: "I tell Odile that I will climb and cross".
+_REPORTED = re.compile(r"\b(?:that|whether|if|how|what|why|where|when|who)\b", re.IGNORECASE)
+
+
+def spoken(action: str) -> bool:
+    """Whether ``action`` only says something (``I say "…"``, ``I tell X that …``,
+    ``I ask …``, or a bare quotation): words to someone are never rolled for. An act
+    told after the words ("…, then I leap the gap", "… and roll to persuade him") is
+    not words alone."""
+    text = " ".join(action.split())
+    if not (_SPEECH.match(text) or text[:1] in "\"“"):
+        return False
+    return _act_after_words(text) is None
+
+
+def _act_after_words(text: str) -> str | None:
+    """The act told after the player's words, in the first person ("I leap the gap"),
+    or None when the action is words alone. What is quoted is said, not done; after a
+    "that"/"whether" only a roll asked for outside the quotes is an act."""
+    bare = _QUOTED.sub('""', text)
+    pieces = _NEXT_ACT.split(bare)
+    reported = False
+    for at, piece in enumerate(pieces):
+        if at:
+            act = _first_person(" ".join(pieces[at:]))
+            if _ASKS_ROLL.search(piece) or (
+                    not reported and _deed_kind(deed_phrase(act)) is not None):
+                return act
+        reported = reported or bool(_REPORTED.search(piece))
+    return None
+
+
+def _first_person(clause: str) -> str:
+    clause = clause.strip(" ,")
+    return clause if re.match(r"(?i)i\b", clause) else f"I {clause}"
 
 
 # -- the campaign's side ------------------------------------------------------------------
@@ -295,8 +356,8 @@ class Check:
     stat_label: str
     difficulty: int
     roll: int                    # the dice
-    modifier: int
-    total: int
+    modifier: int                # the roll's own (the +5 of 1d20+5), never the stat's
+    total: int                   # the roll's total, as the dice-roller showed it
     outcome: str                 # success | partial | failure
     cost: str                    # in words: "Vigour -10", "none", "you take a blow"
     patch: Mapping[str, Any] = field(default_factory=dict)  # the cost's state patch
@@ -317,7 +378,8 @@ class Check:
 
 
 def stat_modifier(stat: StatInfo | None, value: Any) -> int:
-    """-2..+2 from the stat's place in its range (0 without a stat or a number)."""
+    """-2..+2 from the stat's place in its range (0 without a stat or a number): the
+    stat's edge, taken off the check's difficulty."""
     if stat is None or not _number(value) or stat.max <= stat.min:
         return 0
     share = (min(max(float(value), stat.min), stat.max) - stat.min) / (stat.max - stat.min)
@@ -347,23 +409,23 @@ def resolve(deed: Deed, rules: Rules, state: Mapping[str, Any], roll: Roll,
     stat = pick_stat(deed.kind, rules, target_npc)
     value = _get(state, stat.path) if stat is not None else None
     difficulty = difficulty_for(deed, rules, perception)
-    bonus = stat_modifier(stat, value)
+    edge = stat_modifier(stat, value)
+    # The total is the roll's own, as the dice-roller showed it; the stat moves the bar.
+    modifier = roll.modifier
+    total = roll.dice + modifier
     if roll.outcome is not None:
         # The dice-roller decided under the default rules: its outcome stands.
-        difficulty = DEFAULT_DIFFICULTY
-        modifier, outcome = roll.modifier, roll.outcome
-        total = roll.dice + modifier
+        difficulty, outcome = DEFAULT_DIFFICULTY, roll.outcome
     elif (roll.low, roll.high) == (2, 12):
-        modifier = roll.modifier + bonus
-        total = roll.dice + modifier
+        difficulty -= edge
         outcome = judge(total, difficulty)
     else:
         # Another formula: judged at the same place in its own range as 2d6 would be.
         span = roll.high - roll.low
-        modifier = roll.modifier + round(bonus * span / 10)
-        total = roll.dice + modifier
-        difficulty = roll.low + round((difficulty - 2) * span / 10)
-        partial_from = difficulty - round(PARTIAL_BAND * span / 10)
+        shift = round(edge * span / 10)
+        bar = roll.low + round((difficulty - 2) * span / 10)
+        difficulty = bar - shift
+        partial_from = bar - round(PARTIAL_BAND * span / 10) - shift
         outcome = ("success" if total >= difficulty else
                    "partial" if total >= partial_from else "failure")
     cost, patch = _cost(deed, stat, value, outcome)
@@ -496,4 +558,4 @@ def _same_template(lead: str, previous: str, phrase: str | None) -> bool:
 __all__ = ["BARE_LEADS", "Check", "DEFAULT_DIFFICULTY", "Deed", "KINDS", "LEADS", "OUTCOMES",
            "Roll", "Rules", "StatInfo", "choose_lead", "classify", "cost_sentence",
            "difficulty_for", "engine_roll", "judge", "leads", "pick_stat", "resolve",
-           "roller_roll", "rules_from", "stat_modifier"]
+           "roller_roll", "rules_from", "spoken", "stat_modifier"]

@@ -1,0 +1,82 @@
+"""Dice are the engine's (runtime/planner/routed.py, runtime/turn/resolution.py): words alone
+never call the dice-roller, and a roll the player gave no formula for rolls the engine's
+check dice (2d6), so the dice the player sees are the dice the check reads. The routed
+planner runs on the real default model and the real skills."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from conftest import BUILTIN_SKILLS
+from narratoria.runtime.planner.base import PlanRequest
+from narratoria.runtime.planner.routed import CHECK_FORMULA, engine_dice
+from narratoria.runtime.skillrun.plan import Plan, ToolInvocation, validate_plan
+from narratoria.runtime.skills.registry import SkillRegistry
+
+
+def roll(tool_id: str = "t1", **tool_input) -> ToolInvocation:
+    return ToolInvocation(toolId=tool_id, toolPath="dice-roller/roll-dice", input=tool_input)
+
+
+def plan_of(*tools: ToolInvocation, narrative: str | None = None) -> Plan:
+    return Plan(requestId="p", tools=list(tools), narrative=narrative)
+
+
+def test_a_roll_without_a_formula_rolls_the_engines_check_dice():
+    assert CHECK_FORMULA == "2d6"
+    plan = engine_dice(plan_of(roll(reason="climb")), "I try to climb the slick sea wall")
+    assert [t.input for t in plan.tools] == [{"reason": "climb", "formula": "2d6"}]
+    given = engine_dice(plan_of(roll(formula="1d20")), "I roll 1d20 to climb the wall")
+    assert [t.input for t in given.tools] == [{"formula": "1d20"}]  # the player's own dice
+
+
+def test_words_alone_lose_the_dice_roller_and_keep_the_rest_of_the_plan():
+    memory = ToolInvocation(toolId="t2", toolPath="memory/store-memory", input={"text": "x"},
+                            dependencies=["t1"])
+    plan = engine_dice(plan_of(roll(formula="2d6"), memory),
+                       'I tell the warden that he should let me through the gate')
+    assert [t.toolPath for t in plan.tools] == ["memory/store-memory"]
+    assert plan.tools[0].dependencies == []  # never waits on a call that is gone
+    validate_plan(plan)
+    alone = engine_dice(plan_of(roll(formula="2d6")), 'I say "Let the dice decide, warden"')
+    assert alone.tools == [] and alone.narrative  # the narrator takes the turn
+    validate_plan(alone)
+
+
+@pytest.fixture(scope="module")
+def routed():
+    from narratoria.runtime.embedding import shared_local
+    from narratoria.runtime.planner.model import ModelPlanner
+    from narratoria.runtime.planner.routed import routed_planner
+
+    registry = SkillRegistry([BUILTIN_SKILLS])
+    return routed_planner(ModelPlanner(skills=registry.get), shared_local())
+
+
+@pytest.fixture(scope="module")
+def every() -> tuple:
+    return tuple(SkillRegistry([BUILTIN_SKILLS]).scripts(include_disabled=True))
+
+
+def rolls(routed, every, text: str) -> list[dict]:
+    plan = asyncio.run(routed.generate(PlanRequest(text, every)))
+    validate_plan(plan)
+    return [t.input for t in plan.tools if t.toolPath.startswith("dice-roller/")]
+
+
+def test_the_model_rolls_the_check_dice_when_the_player_names_none(routed, every):
+    # This model copied the manifest's first example: "1d20+5 -> 17" beside a 2d6 check.
+    [tool_input] = rolls(routed, every, "I try to climb the slick sea wall")
+    assert tool_input["formula"] == "2d6"
+    [tool_input] = rolls(routed, every, "I roll 3d6 to climb the slick sea wall")
+    assert tool_input["formula"] == "3d6"
+
+
+@pytest.mark.parametrize("text", [
+    "I tell the warden that he should let me through the gate",  # the router picks dice
+    'I say "Let the dice decide, warden"',
+])
+def test_words_to_someone_are_never_rolled_for(routed, every, text):
+    assert rolls(routed, every, text) == []
