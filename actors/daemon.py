@@ -84,6 +84,9 @@ class DaemonConfig:
     # candidate sentences story mode keeps the best of (None: the planner's default).
     narration_mode: str = "auto"
     narration_candidates: int | None = None
+    # Model requests decoding side by side (runtime/planner/batching.py; None: its default).
+    model_slots: int | None = None
+    model_queue: int | None = None  # requests that may wait for the model (None: its default)
     planner_replicas: int = 1
     # A custom Ray resource each planner replica needs ("NAME" or "NAME=AMOUNT"):
     # replicas go only to nodes started with `ray start --resources '{"NAME": ...}'`.
@@ -115,6 +118,8 @@ def config_from_args(args: argparse.Namespace) -> DaemonConfig:
         seed=getattr(args, "seed", None),
         narration_mode=getattr(args, "narration_mode", None) or "auto",
         narration_candidates=getattr(args, "narration_candidates", None),
+        model_slots=getattr(args, "model_slots", None),
+        model_queue=getattr(args, "model_queue", None),
         planner_replicas=int(getattr(args, "planner_replicas", None) or 1),
         planner_resource=getattr(args, "planner_resource", None),
         supervisor_resource=getattr(args, "supervisor_resource", None),
@@ -317,7 +322,7 @@ async def serve(config: DaemonConfig) -> int:
     from narratoria.runtime.host.endpoint import TOKEN_ENV, ensure_token, publish_token, remove_token_beside
     from narratoria.runtime.host.identity import CLIENT_TOKEN_ENV
     from narratoria.runtime.files import PRIVATE_UMASK, make_private
-    from narratoria.runtime.planner.model import (MAX_NARRATION_CANDIDATES, check_model_file,
+    from narratoria.runtime.planner.model import (MAX_NARRATION_CANDIDATES, MAX_SLOTS, check_model_file,
                                                   default_model_path)
 
     from narratoria.actors.coordinator import CoordinatorActor
@@ -348,6 +353,8 @@ async def serve(config: DaemonConfig) -> int:
             and not 1 <= config.narration_candidates <= MAX_NARRATION_CANDIDATES:
         raise DaemonError(f"--narration-candidates: {config.narration_candidates} is not "
                           f"between 1 and {MAX_NARRATION_CANDIDATES}")
+    if config.model_slots is not None and not 1 <= config.model_slots <= MAX_SLOTS:
+        raise DaemonError(f"--model-slots: {config.model_slots} is not between 1 and {MAX_SLOTS}")
     # Private at creation for everything this process and its Ray workers (the store's
     # database and WAL, the journal, the token, clients.json, characters) write; a data
     # dir made before that is corrected once, here, before anything opens it.
@@ -394,7 +401,8 @@ async def serve(config: DaemonConfig) -> int:
             planners = {o["name"]: remote(PlannerActor).options(**o).remote(
                 str(model_path), config.threads, seed=config.seed,
                 narration_mode=config.narration_mode,
-                narration_candidates=config.narration_candidates)
+                narration_candidates=config.narration_candidates, slots=config.model_slots,
+                max_waiting=config.model_queue)
                         for o in planner_opts}
             store = remote(StoreActor).options(name="store", **here).remote(str(config.data_dir))
             supervisor = remote(SkillSupervisorActor).options(

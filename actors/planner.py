@@ -2,8 +2,9 @@
 
 An async actor, so that a caller that gives up (the replan loop's 5 s budget, a
 cancelled turn) cancels the generation through ``ray.cancel``: the coroutine's
-CancelledError sets the model's cancel event and llama.cpp stops at the next
-token. Requests queue fairly on the model's FIFO lock, across every session.
+CancelledError sets the request's cancel event and its sequence leaves the batch
+before the next step. Every request is a sequence of one continuous batch
+(runtime/planner/batching.py), admitted fairly across sessions.
 """
 
 from __future__ import annotations
@@ -34,10 +35,12 @@ class PlannerActor:
 
     def __init__(self, model_path: str | None = None, n_threads: int | None = None,
                  embedder_name: str = "embedder", seed: int | None = None,
-                 narration_mode: str = "auto", narration_candidates: int | None = None) -> None:
+                 narration_mode: str = "auto", narration_candidates: int | None = None,
+                 slots: int | None = None, max_waiting: int | None = None) -> None:
         self.planner = ModelPlanner(
             Path(model_path) if model_path else None, n_threads=n_threads,
-            narration_mode=narration_mode,
+            narration_mode=narration_mode, **({"slots": slots} if slots else {}),
+            **({"max_waiting": max_waiting} if max_waiting else {}),
             **({"seed": seed} if seed is not None else {}),
             **({"narration_candidates": narration_candidates}
                if narration_candidates is not None else {}))
@@ -47,6 +50,14 @@ class PlannerActor:
     def status(self) -> dict[str, Any]:
         routing = self._routed.status() if self._routed is not None else {}
         return {**self.planner.status(), **routing, "pid": os.getpid()}
+
+    def queue_position(self, session: str) -> dict[str, Any] | None:
+        """Where ``session``'s oldest waiting request stands (None: not waiting)."""
+        return self.planner.queue_position(session)
+
+    def has_room(self) -> bool:
+        """Whether the model's queue takes another request (else it is refused)."""
+        return self.planner.has_room()
 
     async def _router(self) -> RoutedPlanner:
         if self._routed is None:
@@ -91,9 +102,9 @@ class PlannerActor:
         def produce(put: Put[str], stop: threading.Event) -> list[str] | None:
             menu: list[list[str]] = []
 
-            def choose(llm: Any, narration: str) -> None:
-                menu.append(write_choices(llm, context, narration.strip(), facts=facts,
-                                          cancel=stop))
+            def choose(lease: Any, narration: str) -> Any:
+                menu.append((yield from write_choices(lease, context, narration.strip(),
+                                                      facts=facts, cancel=stop)))
 
             for piece in stream_narration(self.planner, context, cancel=stop,
                                           then=choose if with_choices else None):

@@ -87,6 +87,8 @@ def bench_clients(address: str, clients: int, turns_each: int, progress: bool) -
 
     latencies: list[float] = []
     first_token: list[float] = []
+    replanned: list[bool] = []
+    queued: list[bool] = []
     phases: dict[str, list[int]] = {}
     failures: list[str] = []
     lock = threading.Lock()
@@ -99,16 +101,23 @@ def bench_clients(address: str, clients: int, turns_each: int, progress: bool) -
                     t0 = time.perf_counter()
                     first = None
                     timings: dict[str, int] = {}
+                    late_plan = waited = False
                     for event in client.turn(sid, text=PROMPTS[(i + t) % len(PROMPTS)]):
                         kind = event.WhichOneof("event")
                         if first is None and kind == "narration":
                             first = time.perf_counter() - t0
+                        elif kind == "plan" and event.plan.attempt > 1:
+                            late_plan = True  # the first plan failed (or ran past its budget)
+                        elif kind == "queued":
+                            waited = True
                         elif kind == "done":
                             timings = dict(event.done.timings_ms)
                     with lock:
                         for phase, ms in timings.items():
                             phases.setdefault(phase, []).append(ms)
                         latencies.append(time.perf_counter() - t0)
+                        replanned.append(late_plan)
+                        queued.append(waited)
                         if first is not None:
                             first_token.append(first)
         except Exception as exc:  # noqa: BLE001 - counted, reported
@@ -129,16 +138,18 @@ def bench_clients(address: str, clients: int, turns_each: int, progress: bool) -
             "firstNarrationP50S": round(statistics.median(first_token), 3) if first_token else None,
             # Where a turn's time goes, as the coordinator timed it (ms, medians).
             "phaseP50Ms": {k: int(statistics.median(v)) for k, v in sorted(phases.items())},
+            # turns whose first plan failed (the model past the 5 s budget, mostly)
+            "replannedTurns": sum(replanned), "queuedTurns": sum(queued),
             "turnsPerS": round(len(latencies) / elapsed, 4)}
 
 
 def run_turn_bench(clients: list[int], turns_each: int = 2, raw_turns: int = 8,
-                   progress: bool = True) -> dict[str, Any]:
+                   progress: bool = True, serve_args: tuple[str, ...] = ()) -> dict[str, Any]:
     say(progress, f"baseline: {raw_turns} turns straight to llama-cpp-python")
     raw = bench_raw(raw_turns, progress, turns_each)
     with tempfile.TemporaryDirectory(prefix="nb-", dir="/tmp") as tmp:
         say(progress, "starting the daemon")
-        daemon = ServeDaemon(Path(tmp))
+        daemon = ServeDaemon(Path(tmp), *serve_args)
         try:
             runs = [bench_clients(daemon.address, n, turns_each, progress)
                     for n in clients]
@@ -154,15 +165,23 @@ def run_turn_bench(clients: list[int], turns_each: int = 2, raw_turns: int = 8,
         "targets": {"p50OneClientS": 3.0, "throughputVsRaw": 0.9},
         "throughputVsRaw": ratio,
         "daemonStartupS": daemon.ready.get("startupS"),
+        "serveArgs": list(serve_args),
         "summary": [
             f"raw model: p50 {raw['p50S']} s/turn, {raw['turnsPerS']} turns/s",
             *(f"daemon, {r['clients']} clients: p50 {r['p50S']} s, first narration "
-              f"{r['firstNarrationP50S']} s, {r['turnsPerS']} turns/s, failures {len(r['failures'])}"
+              f"{r['firstNarrationP50S']} s, {r['turnsPerS']} turns/s "
+              f"({_ratio(r['turnsPerS'], one['turnsPerS'])}x one client's; p50 "
+              f"{_ratio(r['p50S'], one['p50S'])}x), replanned {r['replannedTurns']}, "
+              f"queued {r['queuedTurns']}, failures {len(r['failures'])}"
               for r in runs),
             f"one client p50 {one['p50S']} s (target < 3 s); throughput at "
             f"{at_max['clients']} clients {ratio} of raw (target >= 0.9)",
         ],
     }
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 2) if a and b else None
 
 
 def write_markdown(path: Path, report: dict[str, Any], command: str) -> None:
@@ -173,13 +192,20 @@ def write_markdown(path: Path, report: dict[str, Any], command: str) -> None:
              f"- machine: {machine}",
              f"- baseline: the same turns straight to llama-cpp-python in one process: p50 "
              f"{raw['p50S']} s, {raw['turnsPerS']} turns/s",
-             f"- daemon startup (Ray, 5 actors, model, embedder): {report['daemonStartupS']} s\n",
-             "| clients | turns | p50 s | p95 s | first narration p50 s | turns/s | vs raw |",
-             "|---|---|---|---|---|---|---|"]
+             f"- daemon startup (Ray, 5 actors, model, embedder): {report['daemonStartupS']} s"
+             + (f"; `serve {' '.join(report['serveArgs'])}`" if report.get("serveArgs") else "")
+             + "\n",
+             "| clients | turns | p50 s | p95 s | first narration p50 s | turns/s | vs 1 client "
+             "| p50 vs 1 client | vs raw | replanned | queued |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    one = report["daemon"][0]
     for run in report["daemon"]:
         ratio = round(run["turnsPerS"] / raw["turnsPerS"], 3) if raw["turnsPerS"] else "—"
         lines.append(f"| {run['clients']} | {run['turns']} | {run['p50S']} | {run['p95S']} | "
-                     f"{run['firstNarrationP50S']} | {run['turnsPerS']} | {ratio} |")
+                     f"{run['firstNarrationP50S']} | {run['turnsPerS']} | "
+                     f"{_ratio(run['turnsPerS'], one['turnsPerS'])} | "
+                     f"{_ratio(run['p50S'], one['p50S'])} | {ratio} | "
+                     f"{run.get('replannedTurns', '—')} | {run.get('queuedTurns', '—')} |")
     lines += ["", "Phase medians (ms) as the coordinator timed them:", ""]
     lines += [f"- {run['clients']} clients: " + ", ".join(
         f"{k} {v}" for k, v in run.get("phaseP50Ms", {}).items()) for run in report["daemon"]]

@@ -24,7 +24,6 @@ import pytest
 from conftest import BUILTIN_SKILLS, FIXTURE_SKILLS
 from narratoria.runtime.skillrun.plan import PlanError, validate_plan
 from narratoria.runtime.planner import (
-    FairLock,
     ModelError,
     ModelPlanner,
     NarrationContext,
@@ -41,6 +40,7 @@ from narratoria.runtime.planner.grammar import (
     script_input_schema,
 )
 from narratoria.runtime.planner.model import salvage_truncated
+from narratoria.runtime.planner.generation import Options, generate
 from narratoria.runtime.skills import SkillRegistry, SkillScript
 
 pytestmark = pytest.mark.model
@@ -235,27 +235,6 @@ def test_a_reply_cut_at_max_tokens_keeps_whole_tools() -> None:
     assert salvage_truncated('{"narrative": "Hi') is None
 
 
-def test_fair_lock_serves_in_arrival_order_and_lets_waiters_leave() -> None:
-    lock = FairLock()
-    served: list[int] = []
-    lock.acquire()
-    threads = []
-    gone = threading.Event()
-    gone.set()
-    assert lock.acquire(cancel=gone) is False and lock.waiting == 0
-    for n in range(5):
-        thread = threading.Thread(target=lambda n=n: (lock.acquire(), served.append(n),
-                                                      lock.release()))
-        thread.start()
-        threads.append(thread)
-        while lock.waiting < n + 1:  # each is queued before the next arrives
-            time.sleep(0.001)
-    lock.release()
-    for thread in threads:
-        thread.join(5)
-    assert served == [0, 1, 2, 3, 4]
-
-
 # --- the real model -------------------------------------------------------------
 
 
@@ -264,10 +243,10 @@ def test_llama_cpp_reads_the_bounded_patterns(planner) -> None:
         schema = {"type": "object", "properties": {"v": {"type": "string",
                                                          "pattern": bound_pattern(pattern)}},
                   "required": ["v"], "additionalProperties": False}
-        with planner.lock:
-            out = planner.llm.create_completion("Value: ", grammar=to_grammar(schema),
-                                                max_tokens=40, temperature=0.8, seed=7)
-        value = json.loads(out["choices"][0]["text"], strict=False)["v"]
+        options = Options.of(grammar=to_grammar(schema), max_tokens=40, temperature=0.8, seed=7)
+        prompt = planner.llm.tokenize(b"Value: ", add_bos=True)
+        out = planner.call("test", lambda lease: generate(lease, prompt, options))
+        value = json.loads(out.text, strict=False)["v"]
         assert re.search(pattern, value), (pattern, value)
 
 
@@ -287,7 +266,7 @@ def test_varied_inputs_always_give_valid_plans(planner, scripts, capsys) -> None
     requests = [PlanRequest(text, scripts, disabled) for text, disabled in VARIED_INPUTS]
 
     async def all_at_once():
-        # Concurrent callers share one model: the FIFO lock serialises them.
+        # Concurrent callers share one model: their requests decode in one batch.
         return await asyncio.gather(*(planner.generate(r) for r in requests))
 
     started = time.perf_counter()
@@ -298,7 +277,8 @@ def test_varied_inputs_always_give_valid_plans(planner, scripts, capsys) -> None
         assert_valid(plan, request)
         valid += 1
     assert valid == len(VARIED_INPUTS)
-    assert not planner.lock.held and planner.lock.waiting == 0
+    assert not planner.batcher.busy and planner.batcher.waiting_count() == 0
+    assert planner.batcher.peak_running > 1
     report(capsys, f"{valid}/{len(requests)} valid plans in {elapsed:.1f}s "
                    f"({elapsed / len(requests):.2f}s each)")
 
@@ -327,9 +307,9 @@ def test_a_caller_that_gives_up_frees_the_model(planner, scripts) -> None:
 
     asyncio.run(impatient())
     deadline = time.monotonic() + 5
-    while planner.lock.held and time.monotonic() < deadline:
+    while planner.batcher.busy and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert not planner.lock.held
+    assert not planner.batcher.busy
     assert planner.last_stats.finish_reason == "cancelled"
 
 
@@ -342,13 +322,9 @@ def test_narration_streams_pieces(planner, capsys) -> None:
     stats = planner.last_stats
     assert len(pieces) >= 3
     assert "".join(pieces).strip()
-    assert stats.kind == "narration" and not planner.lock.held
+    assert stats.kind == "narration" and not planner.batcher.busy
     report(capsys, f"narration: {stats.tokens} tokens in {elapsed:.2f}s "
                    f"({stats.tokens_per_s:.1f} tok/s, first piece {stats.first_token_s:.2f}s)")
-    # A bare Llama works too, under a lock the caller chooses.
-    bare = list(stream_narration(planner.llm, "I open the door", max_tokens=12,
-                                 lock=planner.lock))
-    assert "".join(bare).strip()
     assert planner.load_count == 1  # every test shared one load
 
 
@@ -392,41 +368,47 @@ def test_narration_is_in_the_second_person_and_ends_at_a_sentence(planner) -> No
     assert f"Scene: {tail}" in narration_messages(NarrationContext("I wait", scene=last))[1]["content"]
     story = [{"role": "user", "content": "Write a very long story about a dragon."}]
     cut = "".join(planner.stream(story, "test", max_tokens=300, stop_when=stop))
-    assert cut.rstrip().endswith((".", "!", "?", '"', "'", "…")) and not planner.lock.held
+    assert cut.rstrip().endswith((".", "!", "?", '"', "'", "…")) and not planner.batcher.busy
     assert planner.last_stats.finish_reason == "stop"
 
 
-def test_a_follow_up_runs_before_the_next_caller_gets_the_model(planner) -> None:
-    # Choices continue the narration's conversation: if a queued request got the model
-    # in between, its prompt would replace the narration's KV state.
-    order: list[str] = []
-    seen: list[str] = []
+def test_a_follow_up_continues_the_narration_in_its_own_cells(planner) -> None:
+    # Choices continue the narration: another session's request decoding beside it
+    # must not replace what the narration's sequence holds.
+    seen: list[tuple[str, str]] = []
 
-    def follow_up(llm: Any, text: str) -> None:
-        seen.append(text)
-        order.append("follow-up")
+    def follow_up(lease: Any, text: str) -> Any:
+        held = lease.llm.detokenize(lease.tokens(lease.seqs[0])).decode("utf-8", "ignore")
+        seen.append((text, held))
+        yield from ()
 
     story = [{"role": "user", "content": "Tell me about a lighthouse."}]
-    pieces = planner.stream(story, "test", max_tokens=12, prefill="The", then=follow_up)
-    first = next(pieces)  # the narration holds the model now
-    waiter = threading.Thread(target=lambda: (planner.complete(story, "test", max_tokens=2),
-                                              order.append("next caller")))
+    other = [{"role": "user", "content": "Name three fruits."}]
+    pieces = planner.stream(story, "test", max_tokens=12, prefill="The", then=follow_up,
+                            session="a")
+    first = next(pieces)
+    waiter = threading.Thread(target=lambda: planner.complete(other, "test", max_tokens=8,
+                                                              session="b"))
     waiter.start()
     rest = "".join(pieces)
     waiter.join()
-    assert order == ["follow-up", "next caller"]
-    assert seen == [first + rest] and first.startswith("The")
+    assert len(seen) == 1 and seen[0][0] == first + rest and first.startswith("The")
+    assert seen[0][1].rstrip().endswith((first + rest).strip()[-20:]), seen
     # A cancelled generation has no follow-up; a failing one does not lose the text.
     early = planner.stream(story, "test", max_tokens=40, then=follow_up)
     next(early)
     early.close()
-    assert len(seen) == 1 and not planner.lock.held
+    assert len(seen) == 1
 
-    def broken(llm: Any, text: str) -> None:
+    def broken(lease: Any, text: str) -> Any:
         raise RuntimeError("no menu today")
+        yield  # a program
 
     assert "".join(planner.stream(story, "test", max_tokens=6, then=broken)).strip()
-    assert not planner.lock.held
+    deadline = time.monotonic() + 5
+    while planner.batcher.busy and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not planner.batcher.busy
 
 
 def test_the_model_decodes_on_every_core_unless_told(planner, registry) -> None:
@@ -438,39 +420,32 @@ def test_the_model_decodes_on_every_core_unless_told(planner, registry) -> None:
 
 def test_every_generation_runs_on_the_thread_that_loaded_the_model(planner) -> None:
     # llama.cpp decoded at half speed on any thread but the one that loaded it.
-    loader = planner.thread.call(lambda: threading.current_thread().name)
+    loader = planner.loader_thread
     seen: list[str] = []
-    real = planner.llm.create_chat_completion
 
-    def recording(*args: Any, **kwargs: Any) -> Any:
+    def program(lease: Any) -> Any:
         seen.append(threading.current_thread().name)
-        return real(*args, **kwargs)
+        prompt = lease.llm.tokenize(b"Say hello.", add_bos=True)
+        return (yield from generate(lease, prompt, Options(max_tokens=4, temperature=0)))
 
-    planner.llm.create_chat_completion = recording
-    try:
-        messages = [{"role": "user", "content": "Say hello."}]
-        planner.complete(messages, "test", max_tokens=4)
-        worker = threading.Thread(target=planner.complete, args=(messages, "test"),
-                                  kwargs={"max_tokens": 4})
-        worker.start()
-        worker.join()
-        story = [{"role": "user", "content": "Write a long story about a dragon."}]
-        early = planner.stream(story, "test", max_tokens=400)
-        next(early)
-        early.close()  # the consumer leaves: the model stops and the lock is free
-        assert not planner.lock.held and planner.last_stats.finish_reason == "cancelled"
-    finally:
-        del planner.llm.create_chat_completion
-    assert seen == [loader] * 3 and loader.startswith("llama")
+    planner.call("test", program)
+    worker = threading.Thread(target=planner.call, args=("test", program))
+    worker.start()
+    worker.join()
+    story = [{"role": "user", "content": "Write a long story about a dragon."}]
+    early = planner.stream(story, "test", max_tokens=400)
+    next(early)
+    early.close()  # the consumer leaves: the request leaves the batch
+    assert planner.last_stats.finish_reason == "cancelled"
+    assert seen == [loader] * 2 and loader.startswith("llama")
 
 
-def test_only_plans_keep_their_prompt_state(planner) -> None:
-    # Restoring a saved state costs more than reading a narration or choices prompt.
-    cache = planner.llm.cache
-    before = len(cache.cache_state)
-    list(planner.narrate(NarrationContext(player_input="I open the gate"), max_tokens=6))
-    planner.complete([{"role": "user", "content": "Name three fruits."}], "choices",
-                     max_tokens=4)
-    assert len(cache.cache_state) == before and planner.llm.cache is cache
-    planner.complete([{"role": "user", "content": f"Plan {time.time()}"}], "plan", max_tokens=4)
-    assert len(cache.cache_state) == before + 1
+def test_a_planning_prompt_is_read_once_for_every_session(planner) -> None:
+    # The second session's identical prompt reuses the first one's cells.
+    messages = [{"role": "system", "content": "You plan. " * 60},
+                {"role": "user", "content": "Player: I wait"}]
+    planner.complete(messages, "plan", max_tokens=2, temperature=0, session="one")
+    first = planner.last_stats.evaluated
+    planner.complete(messages, "plan", max_tokens=2, temperature=0, session="two")
+    again = planner.last_stats.evaluated
+    assert first > 100 and again <= 4, (first, again)

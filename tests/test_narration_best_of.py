@@ -67,25 +67,28 @@ def test_story_mode_continues_the_lead_in_the_second_person(planner) -> None:
     assert not narrator_first_person(text) and not meta_talk(text), text
     assert not unsafe(text, "Teen")
     stats = planner.last_stats
-    assert stats is not None and stats.kind == "narration" and not planner.lock.held
+    assert stats is not None and stats.kind == "narration" and not planner.batcher.busy
 
 
 def test_every_candidate_unsafe_leaves_the_engines_sentence_alone(planner) -> None:
     # Violence is unsafe in an "Everyone" campaign. Greedy decoding of a scene of
     # nothing else makes every candidate of the first round say some of it (checked
     # below, so the test cannot pass without the fallback being exercised).
-    llm = planner.llm
     prompt = ("Blood on the stones. Blood on the walls. Blood on the quay. Blood on the "
               "boats. Blood on the steps. Blood on the")
     greedy = Sampling(temperature=0.0, repeat_penalty=1.0)
 
     def run(rating: str) -> tuple[list[str], StoryTeller]:
-        teller = StoryTeller(llm, planner.narration_vocab(), n=3, seed=1, sampling=greedy)
+        tellers: list[StoryTeller] = []
         judge = Judge.of("I watch", rating=rating)
-        with planner.lock:
-            told = planner.thread.call(lambda: list(teller.tell(
-                prompt, "Blood on the", judge, soft_tokens=20, max_tokens=40)))
-        return told, teller
+
+        def produce(lease):
+            tellers.append(StoryTeller(lease, planner.narration_vocab(), n=3, seed=1,
+                                       sampling=greedy))
+            return tellers[0].tell(prompt, "Blood on the", judge, soft_tokens=20, max_tokens=40)
+
+        told = list(planner.run("test", produce, need=3))
+        return told, tellers[0]
 
     told, teller = run("Everyone")
     assert teller.rounds == 1 and len(teller.last_round) == 3
@@ -102,15 +105,35 @@ def test_every_candidate_unsafe_leaves_the_engines_sentence_alone(planner) -> No
     assert not unsafe(text, "Everyone"), text
 
 
-def test_after_story_narration_only_sequence_zero_holds_cells(planner) -> None:
+def test_after_story_narration_only_its_first_sequence_holds_cells(planner) -> None:
     from llama_cpp import llama_cpp
 
-    list(planner.narrate(NarrationContext(player_input="I open the gate")))
-    llm = planner.llm
-    memory = llama_cpp.llama_get_memory(llm.ctx)
-    assert llama_cpp.llama_memory_seq_pos_max(memory, 0) == llm.n_tokens - 1
-    for seq in range(1, planner.narration_candidates):
-        assert llama_cpp.llama_memory_seq_pos_max(memory, seq) == -1
+    used: list[list[int]] = []
+    real = planner.batcher.submit
+
+    def recording(start, **options):
+        def program(lease):
+            used.append(list(lease.seqs))
+            return (yield from start(lease))
+        return real(program, **options)
+
+    cells = planner.batcher.cells
+    before = {s for s, held in enumerate(cells) if held}
+    planner.batcher.submit = recording
+    try:
+        list(planner.narrate(NarrationContext(player_input="I open the gate")))
+    finally:
+        del planner.batcher.submit
+    # one sequence leased; the candidates' branches were borrowed and handed back empty
+    assert len(used) == 1 and len(used[0]) == 1
+    home = used[0][0]
+    assert len(cells[home]) > 10
+    assert {s for s, held in enumerate(cells) if held} <= before | {home}
+    assert planner.status()["sequences"]["used"] == 0
+    # the batch's record of every sequence is what llama.cpp holds
+    memory = llama_cpp.llama_get_memory(planner.llm.ctx)
+    for seq, held in enumerate(cells):
+        assert llama_cpp.llama_memory_seq_pos_max(memory, seq) == len(held) - 1, seq
     # and the model still plans afterwards (the planning path shares this context)
     text, stats = planner.complete([{"role": "user", "content": "Say hello."}], "complete",
                                    max_tokens=8)

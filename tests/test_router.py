@@ -11,7 +11,7 @@ from conftest import BUILTIN_SKILLS
 from narratoria.runtime.embedding import shared_local
 from narratoria.runtime.planner.base import PlanRequest, PlanShape
 from narratoria.runtime.planner.grammar import explicit_values, plan_schema
-from narratoria.runtime.planner.model import ModelPlanner
+from narratoria.runtime.planner.model import ModelPlanner, chat_tokens
 from narratoria.runtime.planner.routed import RoutedPlanner, routed_planner
 from narratoria.runtime.planner.router import (SkillRouter, build_vocabulary, clauses, fit_logistic,
                                               lexical, word_features)
@@ -127,11 +127,13 @@ def test_a_trusted_model_sees_every_script_and_a_hint(routed, scripts):
     assert not routed.trust_model  # the shipped 135M model is not trusted with the choice
 
 
-def test_warming_fills_the_prompt_cache(registry, scripts):
+def test_warming_leaves_the_planning_prompt_in_the_cells(registry, scripts):
     model = ModelPlanner(skills=registry.get)
-    assert model.llm.cache is not None and len(model.llm.cache.cache_state) == 0
+    assert not any(model.batcher.cells)
     routed_planner(model, shared_local()).warm(PlanRequest("warm up", scripts))
-    assert len(model.llm.cache.cache_state) == 1
+    held = max(model.batcher.cells, key=len)
+    prompt = chat_tokens(model.llm, model.plan_messages(PlanRequest("warm up", scripts)))
+    assert len(held) > 200 and held[:len(prompt) - 1] == prompt[:-1]
 
 
 def test_the_classifier_is_balanced_and_separates_what_it_was_shown():

@@ -48,8 +48,9 @@ def cmd_bench_store(args: argparse.Namespace) -> int:
 def cmd_bench_turn(args: argparse.Namespace) -> int:
     from narratoria.bench.turn import run_turn_bench, write_markdown
 
+    serve = ("--model-slots", str(args.model_slots)) if args.model_slots else ()
     report = run_turn_bench(clients=args.clients, turns_each=args.turns, raw_turns=args.raw_turns,
-                            progress=not args.json)
+                            progress=not args.json, serve_args=serve)
     _emit_report(args, report, write_markdown)
     return ExitCode.SUCCESS
 
@@ -106,6 +107,15 @@ def _outputs(suite: argparse.ArgumentParser, func: Callable[[argparse.Namespace]
     suite.set_defaults(func=func)
 
 
+def cmd_bench_batch(args: argparse.Namespace) -> int:
+    from narratoria.bench.batch import run_batch_bench, write_markdown
+
+    report = run_batch_bench(args.sizes, tokens=args.tokens, rounds=args.rounds,
+                             progress=not args.json)
+    _emit_report(args, report, write_markdown)
+    return ExitCode.SUCCESS
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     bench = sub.add_parser("bench", help="benchmarks (results can be appended to BENCHMARKS.md)")
     bench_sub = bench.add_subparsers(dest="bench_command", metavar="SUITE", required=True)
@@ -127,6 +137,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     turn.add_argument("--turns", type=int, default=2, help="turns per client per run")
     turn.add_argument("--raw-turns", type=int, default=8,
                       help="turns of the raw-model baseline (same prompts, no daemon)")
+    turn.add_argument("--model-slots", type=positive_int, metavar="N",
+                      help="the daemon's `serve --model-slots` (default: serve's)")
     _outputs(turn, cmd_bench_turn)
     bskills = bench_sub.add_parser(
         "skills", help="every built-in script's invocation p50/p95 through a warm daemon")
@@ -164,3 +176,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     blong.add_argument("--turns", type=positive_int, default=200, metavar="N",
                        help="turns of the session, at least 16 (default 200)")
     _outputs(blong, cmd_bench_long)
+    bbatch = bench_sub.add_parser(
+        "batch", help="the model's decode tokens/s against the batch's size (continuous batching)")
+    bbatch.add_argument("--sizes", type=positive_int, nargs="+", default=[1, 2, 4, 8, 16],
+                        metavar="B", help="batch sizes, one run each (default: 1 2 4 8 16)")
+    bbatch.add_argument("--tokens", type=positive_int, default=64, metavar="N",
+                        help="new tokens per sequence (default 64)")
+    bbatch.add_argument("--rounds", type=positive_int, default=3, metavar="N",
+                        help="rounds per size; the median is reported (default 3)")
+    _outputs(bbatch, cmd_bench_batch)

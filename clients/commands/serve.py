@@ -41,6 +41,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     serve.add_argument("--narration-candidates", type=positive_int, metavar="N",
                        help="story mode keeps the best of N sentences written side by side "
                             "(default 3, at most 8)")
+    serve.add_argument("--model-slots", type=positive_int, metavar="N",
+                       help="model requests decoding side by side in one batch, from any "
+                            "session (default 8, at most 32); more wait in a fair queue")
+    serve.add_argument("--model-queue", type=positive_int, metavar="N",
+                       help="model requests that may wait (default 64); past it a new turn is "
+                            "refused with RESOURCE_EXHAUSTED")
     serve.add_argument("--skill-limit", type=int, metavar="N",
                        help="max concurrent skill processes")
     serve.add_argument("--max-skill-memory-mb", type=positive_int, metavar="MB",

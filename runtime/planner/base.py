@@ -22,6 +22,8 @@ class PlanRequest:
     # The NPCs and factions of the session's campaign (deeds.Entity): whom a deed can
     # name, and the ids the skills store them under. Empty: names are read from the text.
     entities: tuple[Any, ...] = ()
+    # The session the plan is for: the model serves sessions in turn (.batching).
+    session: str = ""
 
     def offered(self) -> list[SkillScript]:
         """Scripts the planner may choose: available and not disabled."""

@@ -17,10 +17,10 @@ narration ends there: with nothing chosen yet, it is the engine's lead alone.
 
 Invariants:
 
-- Runs on the model thread with the model held (:meth:`~.model.ModelPlanner.run`);
-  when it returns or is closed, only sequence 0 holds cells, and ``llm.input_ids``/
-  ``llm.n_tokens`` describe them, so llama-cpp-python's own calls (and a follow-up
-  that reuses the state, as choices do) find the model as they expect.
+- A program of :mod:`.batching` (:meth:`~.model.ModelPlanner.run`) on ``n`` sequences
+  of its lease, beside other sessions' requests; when it returns or is closed, only
+  its first sequence holds cells (the prompt and the chosen text), so a follow-up
+  (the choices) continues from them.
 - Deterministic for a seed: one ``numpy`` generator draws every sample.
 """
 
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -38,10 +38,9 @@ from narratoria.runtime.planner.decoding import NarrationProcessor, NarrationVoc
 from narratoria.runtime.planner.narration_scores import (Entity, EntityLexicon, content_words, meta_talk,
                                narrator_first_person, repeated_sentences, speaks_for_player,
                                unsafe)
-from narratoria.runtime.planner.pick import rewind_to_shared
 
 if TYPE_CHECKING:
-    from llama_cpp import Llama
+    from narratoria.runtime.planner.batching import Lease, Program
 
 SENTENCE_TOKENS = 48          # one candidate sentence at most; past it, it is cut
 _SENTENCE_END = (".", "!", "?", "…")
@@ -141,65 +140,36 @@ def choose(candidates: Sequence[Candidate], before: str, judge: Judge) -> Candid
 
 
 class StoryTeller:
-    """Sentence-level best of ``n`` on one llama.cpp model (see the module doc)."""
+    """Sentence-level best of ``n`` on the sequences of one batching lease (module doc)."""
 
-    def __init__(self, llm: Llama, vocab: NarrationVocab, *, n: int, seed: int | None = None,
-                 sampling: Sampling = Sampling()) -> None:
-        self.llm = llm
+    def __init__(self, lease: Lease, vocab: NarrationVocab, *, n: int, seed: int | None = None,
+                 sampling: Sampling = Sampling(),
+                 width: Callable[[], int] | None = None) -> None:
+        self.lease = lease
+        self.llm = lease.llm
         self.vocab = vocab
+        self.home = lease.seqs[0]
         self.n = max(1, n)
+        self._branches: list[int] = []  # sequences borrowed for this round's candidates
+        # How many candidates the next round writes (at most n): fewer while the batch
+        # is crowded (ModelPlanner.candidates_now); None: always n.
+        self.width = width
         self.sampling = sampling
         self.rng = np.random.default_rng(seed)
-        self.evaluated = 0
         self.rounds = 0
         self.candidates_written = 0
         self.last_round: list[str] = []  # the last round's candidate texts (logs, tests)
 
-    # -- llama.cpp plumbing ---------------------------------------------------------------
-
-    def _memory(self):  # noqa: ANN202 - a llama_memory_t
-        from llama_cpp import llama_cpp
-
-        return llama_cpp.llama_get_memory(self.llm.ctx)
+    @property
+    def evaluated(self) -> int:
+        return self.lease.evaluated
 
     def _logits(self, index: int) -> np.ndarray:
-        from llama_cpp import llama_cpp
-
-        pointer = llama_cpp.llama_get_logits_ith(self.llm.ctx, index)
-        return np.ctypeslib.as_array(pointer, shape=(self.llm.n_vocab(),)).copy()
-
-    def _feed_prompt(self, tokens: list[int]) -> np.ndarray:
-        """Evaluate ``tokens`` on sequence 0, reusing the cells it shares with the
-        model's current state; the logits after the last token."""
-        llm = self.llm
-        shared = rewind_to_shared(llm, tokens)
-        llm.eval(tokens[llm.n_tokens:])
-        self.evaluated += len(tokens) - shared
-        return self._logits(-1)
-
-    def _decode(self, rows: Sequence[tuple[int, int, int]]) -> None:
-        """One llama_decode of (token, position, sequence) rows, logits for each."""
-        from llama_cpp import llama_cpp
-
-        batch = self.llm._batch.batch
-        batch.n_tokens = len(rows)
-        for i, (token, pos, seq) in enumerate(rows):
-            batch.token[i] = token
-            batch.pos[i] = pos
-            batch.seq_id[i][0] = seq
-            batch.n_seq_id[i] = 1
-            batch.logits[i] = True
-        code = llama_cpp.llama_decode(self.llm.ctx, batch)
-        if code != 0:
-            raise RuntimeError(f"llama_decode returned {code}")
-        self.evaluated += len(rows)
+        return self.lease.logits(index).copy()
 
     def _clear_branches(self) -> None:
-        from llama_cpp import llama_cpp
-
-        memory = self._memory()
-        for seq in range(1, self.n):
-            llama_cpp.llama_memory_seq_rm(memory, seq, -1, -1)
+        self.lease.give_back(self._branches)
+        self._branches = []
 
     # -- sampling ---------------------------------------------------------------------
 
@@ -233,40 +203,36 @@ class StoryTeller:
 
     def tell(self, prompt: str, lead: str, judge: Judge, *, soft_tokens: int,
              max_tokens: int, min_tokens: int = 24,
-             cancel: threading.Event | None = None) -> Iterator[str]:
-        """The chosen sentences, each as soon as its round ends (with its leading
-        space; a paragraph end as a line break). Stops at the first paragraph end past
-        ``min_tokens``, at the first sentence end past ``soft_tokens``, at
-        ``max_tokens``, at the model's end of text, or when every candidate of a
-        round is unsafe or empty."""
-        from llama_cpp import llama_cpp
-
-        llm = self.llm
+             cancel: threading.Event | None = None) -> Program:
+        """The chosen sentences, each yielded as soon as its round ends (with its
+        leading space; a paragraph end as a line break); returns them joined. Stops at
+        the first paragraph end past ``min_tokens``, at the first sentence end past
+        ``soft_tokens``, at ``max_tokens``, at the model's end of text, or when every
+        candidate of a round is unsafe or empty."""
+        llm, lease, home = self.llm, self.lease, self.home
         tokens = llm.tokenize(prompt.encode(), add_bos=True)
         previous = PreviousTurnNgrams(
             llm.tokenize(judge.previous.encode(), add_bos=False) if judge.previous.strip() else [])
-        logits = self._feed_prompt(tokens)
+        logits = self._logits((yield from lease.feed(home, tokens)))
         pending: int | None = None      # the winner's last token, not yet in the cells
         told = ""                       # the chosen continuation so far
         produced = blanks = 0
-        memory = self._memory()
         try:
             while produced < max_tokens:
                 if cancel is not None and cancel.is_set():
-                    return
+                    return told
                 if pending is not None:
-                    self._decode([(pending, llm.n_tokens, 0)])
-                    llm.input_ids[llm.n_tokens] = pending
-                    llm.n_tokens += 1
-                    logits = self._logits(0)
+                    at = len(lease.tokens(home))
+                    logits = self._logits((yield from lease.step([(pending, at, home, True)]))[0])
                     pending = None
-                base = llm.n_tokens
-                context = list(llm.input_ids[:base])
-                self._clear_branches()
-                for seq in range(1, self.n):
-                    llama_cpp.llama_memory_seq_cp(memory, 0, seq, -1, -1)
+                context = lease.tokens(home)
+                width = self.n if self.width is None else max(1, min(self.n, self.width()))
+                self._branches = lease.borrow(width - 1)
+                for seq in self._branches:
+                    lease.copy(home, seq)
                 room = min(SENTENCE_TOKENS, max_tokens - produced)
-                cands = self._round(logits, context, lead + told, previous, room, cancel)
+                cands = yield from self._round(logits, context, lead + told, previous, room,
+                                               cancel, [home, *self._branches])
                 self.rounds += 1
                 self.candidates_written += len(cands)
                 self.last_round = [c.text for c in cands]
@@ -276,16 +242,13 @@ class StoryTeller:
                     # unless a candidate was unsafe (then the narration ends here).
                     blank = next((c for c in cands if c.paragraph and not c.text.strip()), None)
                     if blank is None or blanks or any(is_unsafe(c.text, judge) for c in cands):
-                        return
+                        return told
                     blanks, winner = blanks + 1, blank
-                # the winner's cells become sequence 0's; its last token (unless the
-                # text ended) is fed at the start of the next round
-                if winner.seq != 0:
-                    llama_cpp.llama_memory_seq_rm(memory, 0, base, -1)
-                    llama_cpp.llama_memory_seq_cp(memory, winner.seq, 0, base, -1)
-                decoded = winner.tokens if winner.eos else winner.tokens[:-1]
-                llm.input_ids[base:base + len(decoded)] = decoded
-                llm.n_tokens = base + len(decoded)
+                # the winner's cells become the home sequence's; its last token (unless
+                # the text ended) is fed at the start of the next round
+                if winner.seq != home:
+                    lease.copy(winner.seq, home)
+                self._clear_branches()
                 pending = None if winner.eos else winner.tokens[-1]
                 produced += len(winner.tokens)
                 piece = (winner.text.rstrip() + "\n") if winner.paragraph else winner.text
@@ -293,19 +256,20 @@ class StoryTeller:
                 yield piece
                 if winner.eos or (winner.paragraph and produced >= min_tokens) \
                         or produced >= soft_tokens:
-                    return
+                    return told
+            return told
         finally:
             self._clear_branches()
 
     def _round(self, logits: np.ndarray, context: list[int], before: str,
                previous: PreviousTurnNgrams, room: int,
-               cancel: threading.Event | None) -> list[Candidate]:
+               cancel: threading.Event | None, seqs: Sequence[int]) -> Program:
         start = len(context)
         cands = [Candidate(seq, NarrationProcessor(self.vocab, start=start, before=before,
                                                    previous=previous))
-                 for seq in range(self.n)]
-        histories = [list(context) for _ in cands]
-        step_logits = [logits.copy() for _ in cands]
+                 for seq in seqs]
+        histories = {c.seq: list(context) for c in cands}
+        step_logits = {c.seq: logits.copy() for c in cands}
         eos = self.llm.token_eos()
         newline = set(self.llm.tokenize(b"\n", add_bos=False, special=False))
         for step in range(room):
@@ -318,14 +282,15 @@ class StoryTeller:
                 self._append(cand, token, logprob, eos, newline, histories[cand.seq])
                 if step == room - 1 and not cand.done:
                     cand.done = cand.cut = True
-            rows = [(c.tokens[-1], start + len(c.tokens) - 1, c.seq) for c in cands if not c.done]
+            rows = [(c.tokens[-1], start + len(c.tokens) - 1, c.seq, True)
+                    for c in cands if not c.done]
             if not rows or (cancel is not None and cancel.is_set()):
                 for c in cands:
                     c.done = True
                 break
-            self._decode(rows)
-            for i, (_token, _pos, seq) in enumerate(rows):
-                step_logits[seq] = self._logits(i)
+            indices = yield from self.lease.step(rows)
+            for index, (_token, _pos, seq, _w) in zip(indices, rows):
+                step_logits[seq] = self._logits(index)
         return cands
 
     def _append(self, cand: Candidate, token: int, logprob: float, eos: int,

@@ -17,6 +17,13 @@ the story on. The pick continues the narration's own KV state when the model sti
 holds it (the narration's ``then``: only the cue and the lines are read), else a short
 prompt of the action and the narration.
 
+In a campaign scene (and without one, where the campaign forbids invented people) no
+line names a person the narration invented (``canon.invented_people``): someone it
+calls by a name or a rank ("Brindlemark nods", "the King", "Lord Brindlemark", "the
+king") that neither the scene's world nor the player's words hold. The narrator's name
+relay makes such a person "someone" where the campaign forbids them; a menu that still
+offered "Look at the king" would send the player after no one.
+
 Every line passes the eval's broken-choice scorer (``narration_scores.choice_problems``,
 imported: one definition of a broken choice) before the model may pick it, and the
 final menu again (:func:`clean_choices`, also applied to a skill's options), so no
@@ -37,9 +44,10 @@ from narratoria.runtime.planner.model import ModelPlanner
 from narratoria.runtime.planner.narration import NarrationContext
 from narratoria.runtime.planner.narration_scores import broken_choices, choice_problems
 from narratoria.runtime.planner.pick import Picker
+from narratoria.runtime.turn.canon import invented_people, names_anyone
 
 if TYPE_CHECKING:
-    from llama_cpp import Llama
+    from narratoria.runtime.planner.batching import Lease, Program
 
 MIN_CHOICES, MAX_CHOICES = 3, 4
 _NUMBERING = re.compile(r"^\s*(?:\d+[.):]|[-*•])\s*")  # the model numbers them; the menu does
@@ -273,7 +281,9 @@ def world_menu(facts: SceneFacts, story: str, narration: str = "") -> dict[str, 
             groups["move"].append(f"Go to {target}")
         groups["look"].append(f"Look at {target}")
     groups["look"] += [f"Examine {item.name}" for item in facts.items]
-    return groups
+    # Never a way to chase someone the narration made up ("Look at the king").
+    invented = invented_people(narration, known_names(facts, story))
+    return {g: [c for c in lines if not names_anyone(c, invented)] for g, lines in groups.items()}
 
 
 def valid_line(line: str, earlier: Sequence[str], people: Iterable[str] = ()) -> bool:
@@ -347,16 +357,20 @@ class ChoiceRules:
         return out
 
 
-def write_choices(llm: Llama, context: NarrationContext, narration: str, *,
+def write_choices(lease: Lease, context: NarrationContext, narration: str, *,
                   facts: SceneFacts | None = None, cancel: threading.Event | None = None,
-                  seed: int | None = None) -> list[str]:
-    """The turn's menu, ranked by ``llm`` directly: the caller holds the model, on its
-    thread (:meth:`~.model.ModelPlanner.exclusive`, or a narration's ``then``, which
-    finds the narration still in the KV state). ``facts``: the scene's world (None: the
-    story's things alone)."""
+                  seed: int | None = None) -> Program:
+    """The turn's menu, ranked by the model: a program of the batch
+    (:meth:`~.model.ModelPlanner.call`, or a narration's ``then``, whose sequence still
+    holds the narration). ``facts``: the scene's world (None: the story's things alone)."""
     story = f"{context.player_input}. {narration}"
     rules = ChoiceRules.of(context, facts.hidden_stats if facts is not None else frozenset())
-    targets = story_targets(story)
+    # Without a world to hold them, a campaign that forbids invented people still has
+    # its narrator's names (a campaign scene's menu is kept clean by world_menu).
+    invented = (invented_people(narration, known_names(None, context.player_input,
+                                                       context.names))
+                if context.forbid_new_names else [])
+    targets = [t for t in story_targets(story) if not names_anyone(t, invented)]
     people = facts.person_names() if facts is not None else []
     if facts is not None:
         groups = world_menu(facts, context.player_input, narration)
@@ -367,8 +381,23 @@ def write_choices(llm: Llama, context: NarrationContext, narration: str, *,
         groups = {str(i): [line[2:-1] for line in menu_lines(targets, [], group)]
                   for i, group in enumerate(VERB_GROUPS)}
         lines, order = [], list(groups)
-    ranked = _rank(llm, context, narration, groups, order, lines, people, rules, cancel, seed)
+    ranked = yield from _rank(lease, context, narration, groups, order, lines, people, rules,
+                              cancel, seed)
     return final_menu(rules.finish(fallback_choices(ranked, people), targets), people)
+
+
+def known_names(facts: SceneFacts | None, story: str = "",
+                names: Sequence[str] = ()) -> list[str]:
+    """The names no menu line invents: the scene's world (its people, the campaign's
+    others, the place, exits, features, items, the beat's lines), ``names`` (the
+    narrator's), the capitalised words of ``story`` (the player's own action)."""
+    known = [*names, *re.findall(r"\b[A-Z][A-Za-z'’-]+", story)]
+    if facts is not None:
+        things = (facts.place, *facts.exits, *facts.features, *facts.people, *facts.others,
+                  *facts.items)
+        known += [n for t in things if t is not None for n in (t.name, *t.aliases)]
+        known += facts.beat
+    return known
 
 
 def final_menu(options: Sequence[str], people: Iterable[str] = ()) -> list[str]:
@@ -380,9 +409,9 @@ def final_menu(options: Sequence[str], people: Iterable[str] = ()) -> list[str]:
     return kept if len(kept) >= MIN_CHOICES else fallback_choices(kept, people)
 
 
-def _rank(llm: Llama, context: NarrationContext, narration: str, groups: dict[str, list[str]],
-          order: list[str], chosen: list[str], people: list[str], rules: ChoiceRules,
-          cancel: threading.Event | None, seed: int | None) -> list[str]:
+def _rank(lease: Lease, context: NarrationContext, narration: str,
+          groups: dict[str, list[str]], order: list[str], chosen: list[str], people: list[str],
+          rules: ChoiceRules, cancel: threading.Event | None, seed: int | None) -> Program:
     """``chosen`` and one line of each group the model picks, up to four. A line must
     pass the gate and the rules; the first pass takes only lines acting on something
     no chosen line acts on, the second (if room is left) any line of a group unused."""
@@ -402,20 +431,22 @@ def _rank(llm: Llama, context: NarrationContext, narration: str, groups: dict[st
             if not fit:
                 continue
             if len(fit) > 1 and picker is None:
-                picker = Picker(llm, choice_prompt(llm, context, narration), temperature=0.5,
+                picker = Picker(lease, choice_prompt(lease, context, narration), temperature=0.5,
                                 seed=seed)
-            line = fit[0] if len(fit) == 1 else picker.pick([f"{c}\n- " for c in fit])[:-3]
+            line = fit[0] if len(fit) == 1 else (
+                yield from picker.pick([f"{c}\n- " for c in fit]))[:-3]
             lines.append(line)
             picked.append(group)
     return lines
 
 
-def choice_prompt(llm: Llama, context: NarrationContext, narration: str) -> list[int]:
-    """The tokens the picks continue: the model's own context when it still ends in the
+def choice_prompt(lease: Lease, context: NarrationContext, narration: str) -> list[int]:
+    """The tokens the picks continue: the lease's own context when it still ends in the
     narration (a narration's ``then``: nothing is read again), else the action and the
     narration as prose. Either way the cue for a list of moves follows."""
+    llm = lease.llm
     cue = llm.tokenize(CHOICE_CUE.encode(), add_bos=False, special=False)
-    held = _held_narration(llm, narration)
+    held = _held_narration(lease, narration)
     if held is not None:
         return held + cue
     action = " ".join(context.player_input.split())
@@ -423,14 +454,14 @@ def choice_prompt(llm: Llama, context: NarrationContext, narration: str) -> list
     return llm.tokenize(prose.encode(), add_bos=True, special=False) + cue
 
 
-def _held_narration(llm: Llama, narration: str) -> list[int] | None:
-    """The model's context up to the end of ``narration``, when its KV state holds the
-    narration (the last words the model evaluated are in it); None otherwise."""
-    count = int(getattr(llm, "n_tokens", 0) or 0)
+def _held_narration(lease: Lease, narration: str) -> list[int] | None:
+    """The lease's context up to the end of ``narration``, when its first sequence holds
+    the narration (the last words it evaluated are in it); None otherwise."""
+    llm = lease.llm
+    held = lease.tokens(lease.seqs[0])
     text = " ".join(narration.split())
-    if count < 8 or len(text) < _HELD_KEY_CHARS:
+    if len(held) < 8 or len(text) < _HELD_KEY_CHARS:
         return None
-    held = [int(t) for t in llm.input_ids[:count]]
     tail = " ".join(llm.detokenize(held[-24:]).decode("utf-8", "ignore").split())
     key = tail[-_HELD_KEY_CHARS:]
     at = text.rfind(key) if len(key) == _HELD_KEY_CHARS else -1
@@ -446,8 +477,8 @@ def model_choices(planner: ModelPlanner, context: NarrationContext | str, narrat
     """Choices for the turn ``context`` narrated as ``narration`` (see the module doc)."""
     if isinstance(context, str):
         context = NarrationContext(player_input=context)
-    choices = planner.exclusive(
-        "choices", lambda llm: write_choices(llm, context, narration, facts=facts, cancel=cancel,
-                                             seed=seed),
-        cancel=cancel)
+    choices = planner.call(
+        "choices", lambda lease: write_choices(lease, context, narration, facts=facts,
+                                               cancel=cancel, seed=seed),
+        cancel=cancel, session=context.session)
     return choices or fallback_choices(people=facts.person_names() if facts else ())

@@ -2,10 +2,11 @@
 
 One :class:`ModelPlanner` owns one loaded model. Plans are generated under the JSON
 grammar of :mod:`.grammar`, built from the scripts the request offers, so an unknown
-or disabled script cannot be emitted; narration (:mod:`.narration`) shares the same
-model instance and the same lock. A llama.cpp context is not re-entrant, so every use
-of the model goes through :class:`FairLock`, which serves callers in arrival order —
-one long queue of plans cannot starve another session's turn.
+or disabled script cannot be emitted; narration (:mod:`.narration`) and choices share the same
+model. Every use of it is a program of :mod:`.batching`: requests from every session
+decode side by side in one llama.cpp batch, admitted fairly (each session's requests
+in order, the sessions in turn), so one long queue of plans cannot starve another
+session's turn.
 
 Everything is local: the model is read from a file path and nothing touches the
 network. Any GGUF works by configuration alone (``model_path``).
@@ -19,17 +20,19 @@ import importlib.util
 import json
 import logging
 import os
-import queue
 import threading
 import time
-from collections import deque
+import weakref
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from narratoria.runtime.planner.base import PlanRequest, PlanShape
+from narratoria.runtime.planner.batching import (DEFAULT_MAX_WAITING, DEFAULT_SLOTS, Batcher, Cancelled,
+                                                 Job, Lease, Program)
+from narratoria.runtime.planner.generation import Options, Outcome, generate
 from narratoria.runtime.planner.gguf import FTYPE_NAMES, GGUFError, fast_form, file_type
 from narratoria.runtime.planner.grammar import MAX_TOOLS, NARRATIVE_MAX, model_plan_to_plan, plan_schema, to_grammar
 from narratoria.runtime.skillrun.plan import Plan, PlanError
@@ -63,6 +66,12 @@ MAX_NARRATION_CANDIDATES = 8
 # Below this many parameters a model narrates in story mode even with a chat
 # template: SmolLM2-135M-Instruct answered the chat form with talk about the request.
 CHAT_MIN_PARAMS = 1_000_000_000
+MAX_SLOTS = 32           # requests decoding side by side at most (--model-slots)
+CACHE_SEQUENCES = 4      # KV sequences beyond the slots' own: recent prompts, kept
+BATCH_TOKENS = 512       # llama.cpp's batch: rows one decode step may hold
+# Narration candidate rows the batch carries in all before best-of-N gives way: one
+# narration keeps its 3, two keep 3 each, three 2, four or more 1 (candidates_now).
+CANDIDATE_ROWS = 6
 
 
 class ModelError(RuntimeError):
@@ -98,64 +107,6 @@ def check_model_file(path: Path) -> None:
         raise ModelError(f"model file {path} is not a GGUF file (starts with {magic!r})")
 
 
-class FairLock:
-    """A FIFO mutex across threads; a waiter whose ``cancel`` event is set leaves the queue.
-
-    ``threading.Lock`` makes no ordering promise, so under load one caller could win
-    the model repeatedly; here callers are served strictly in arrival order.
-    """
-
-    _POLL_S = 0.05  # how often a cancellable waiter checks its event
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._queue: deque[object] = deque()
-        self._held = False
-
-    def acquire(self, cancel: threading.Event | None = None) -> bool:
-        me = object()
-        with self._cond:
-            self._queue.append(me)
-            try:
-                while True:
-                    if not self._held and self._queue[0] is me:
-                        self._queue.popleft()
-                        self._held = True
-                        return True
-                    if cancel is not None and cancel.is_set():
-                        return False
-                    self._cond.wait(self._POLL_S if cancel is not None else None)
-            finally:
-                if me in self._queue:  # cancelled or interrupted: give up our place
-                    self._queue.remove(me)
-                    self._cond.notify_all()
-
-    def release(self) -> None:
-        with self._cond:
-            if not self._held:
-                raise RuntimeError("FairLock released while not held")
-            self._held = False
-            self._cond.notify_all()
-
-    @property
-    def waiting(self) -> int:
-        """Callers queued for the model (the status report's queue depth)."""
-        with self._cond:
-            return len(self._queue)
-
-    @property
-    def held(self) -> bool:
-        with self._cond:
-            return self._held
-
-    def __enter__(self) -> FairLock:
-        self.acquire()
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.release()
-
-
 class ModelThread:
     """The one thread that loads the model and runs every llama.cpp call on it.
 
@@ -174,11 +125,11 @@ class ModelThread:
     def call(self, fn: Callable[[], Any]) -> Any:
         return self.submit(fn).result()
 
+    def shutdown(self) -> None:
+        self._executor.shutdown(wait=False)
+
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
-_END = object()
-CACHED_KINDS = frozenset({"plan", "warm"})  # generations whose prompt state is kept
 
 
 @dataclass
@@ -192,6 +143,7 @@ class GenerationStats:
     queued_s: float = 0.0   # waiting for the model
     first_token_s: float = 0.0
     finish_reason: str | None = None
+    evaluated: int = 0      # rows the model evaluated (a reused prompt prefix is not)
 
     @property
     def tokens_per_s(self) -> float:
@@ -220,10 +172,13 @@ class ModelPlanner:
                  max_tools: int = MAX_TOOLS, narrative_max: int = NARRATIVE_MAX,
                  prompt_cache_mb: int = 128, skills: SkillLookup | None = None,
                  requantize: bool | None = None, narration_mode: str = "auto",
-                 narration_candidates: int = DEFAULT_NARRATION_CANDIDATES) -> None:
+                 narration_candidates: int = DEFAULT_NARRATION_CANDIDATES,
+                 slots: int = DEFAULT_SLOTS, max_waiting: int = DEFAULT_MAX_WAITING) -> None:
         if narration_mode not in NARRATION_MODES:
             raise ModelError(f"narration mode {narration_mode[:20]!r} is not one of "
                              f"{', '.join(NARRATION_MODES)}")
+        if not 1 <= slots <= MAX_SLOTS:
+            raise ModelError(f"model slots {slots} is not between 1 and {MAX_SLOTS}")
         if not 1 <= narration_candidates <= MAX_NARRATION_CANDIDATES:
             raise ModelError(f"narration candidates {narration_candidates} is not between 1 "
                              f"and {MAX_NARRATION_CANDIDATES}")
@@ -244,13 +199,16 @@ class ModelPlanner:
         self.temperature = temperature
         self.max_tools = max_tools
         self.narrative_max = narrative_max
-        self.prompt_cache_mb = prompt_cache_mb
+        self.prompt_cache_mb = prompt_cache_mb  # unused: prompts share cells (.batching)
+        self.slots = slots
+        self.max_waiting = max_waiting
+        self.batcher: Batcher | None = None
         self._skills = skills
         self._skill_cache: dict[Path, tuple[int, Skill]] = {}
         self._bias_cache: dict[str, dict[int, float]] = {}
-        self.lock = FairLock()
         self.thread = ModelThread()
         self.load_count = 0
+        self.loader_thread = ""
         self.load_seconds = 0.0
         self.last_stats: GenerationStats | None = None
         self._llm: Llama | None = None
@@ -274,7 +232,8 @@ class ModelPlanner:
         # to 7.5 s (plan 4.2 -> 3.1 s, narration 3.9 -> 2.5 s).
         threads = self.n_threads or os.cpu_count() or 1
         kwargs: dict[str, Any] = {"n_ctx": self.n_ctx, "verbose": False,
-                                  "n_threads": threads, "n_threads_batch": threads}
+                                  "n_threads": threads, "n_threads_batch": threads,
+                                  "n_batch": BATCH_TOKENS, "n_ubatch": BATCH_TOKENS}
         if self.seed is not None:
             kwargs["seed"] = self.seed
         started = time.perf_counter()
@@ -282,32 +241,46 @@ class ModelPlanner:
             llm = self.thread.call(lambda: Llama(str(self.loaded_path), **kwargs))
         except (ValueError, RuntimeError, OSError) as exc:
             raise ModelError(f"model file {self.model_path} could not be loaded: {exc}") from None
-        if self.narration_candidates > 1:
-            self.thread.call(lambda: _allow_sequences(llm, self.narration_candidates))
+        self.thread.call(lambda: _allow_sequences(llm, self.sequences, self.n_ctx))
         self.narration_mode = resolve_narration_mode(llm, self.narration_setting)
-        log.info("narration: %s mode (setting %s), best of %d", self.narration_mode,
-                 self.narration_setting, self.narration_candidates)
+        log.info("narration: %s mode (setting %s), best of %d; %d slots", self.narration_mode,
+                 self.narration_setting, self.narration_candidates, self.slots)
         self.thread.call(lambda: self._warm_up(llm))
         from narratoria.runtime.planner.decoding import NarrationVocab
 
         # read once here (~0.5 s on 2 cores), not in the first turn
         self._narration_vocab = self.thread.call(lambda: NarrationVocab.of(llm))
+        self.loader_thread = self.thread.call(lambda: threading.current_thread().name)
         self._llm = llm
-        if self.prompt_cache_mb > 0:
-            # Plans and narration use different prompts; without saved states every
-            # switch re-reads the whole planner prompt (~3 s for 600 tokens on 2 cores).
-            # Restoring a state costs ~0.2 s and saving one ~0.1 s.
-            self._llm.set_cache(LlamaRAMCache(capacity_bytes=self.prompt_cache_mb << 20))
+        self.batcher = Batcher(llm, slots=self.slots, n_seq=self.sequences,
+                               max_waiting=self.max_waiting, start=self.thread.submit)
+        # The batch's loop holds the model: it ends when this planner is collected, or
+        # at exit while llama_cpp is still whole (its own __del__ at teardown is not).
+        self._finalizer = weakref.finalize(self, _release, self.batcher, llm, self.thread)
         self.load_seconds = time.perf_counter() - started
         self.load_count += 1
         return self._llm
+
+    @property
+    def sequences(self) -> int:
+        """KV sequences: one per slot, the narration candidates' branches (borrowed round
+        by round, CANDIDATE_ROWS at most in all), and a few that keep recent prompts (the
+        planning prompt) between requests."""
+        return self.slots + self.candidate_rows + CACHE_SEQUENCES
+
+    @property
+    def candidate_rows(self) -> int:
+        return max(CANDIDATE_ROWS, self.narration_candidates)
 
     @staticmethod
     def _warm_up(llm: Llama) -> None:
         # llama.cpp's first batched evaluation is ~2 s slower than later ones; paying
         # it here (~0.2 s for a short batch) keeps it out of the first turn.
+        from llama_cpp import llama_cpp as C
+
         llm.eval(llm.tokenize(b"warm up " * 16, add_bos=True)[:32])
         llm.reset()
+        C.llama_memory_clear(C.llama_get_memory(llm.ctx), True)
 
     @functools.cached_property
     def quantization(self) -> str:
@@ -333,10 +306,10 @@ class ModelPlanner:
             "quantization": self.quantization,
             "loads": self.load_count,
             "loadSeconds": round(self.load_seconds, 3),
-            "queueDepth": self.lock.waiting,
+            **(self.batcher.status() if self.batcher is not None else {}),
             "narrationMode": self.narration_mode,
             "narrationCandidates": self.narration_candidates,
-            "busy": self.lock.held,
+            "busy": self.batcher is not None and self.batcher.busy,
             "lastGeneration": None if stats is None else {
                 "kind": stats.kind, "tokens": stats.tokens,
                 "seconds": round(stats.seconds, 3), "tokensPerS": round(stats.tokens_per_s, 1),
@@ -367,7 +340,7 @@ class ModelPlanner:
         messages = self.plan_messages(request)
         text, stats = self.complete(messages, "plan", cancel=cancel, grammar=grammar,
                                      temperature=self.temperature, max_tokens=self.max_tokens,
-                                     seed=self.seed)
+                                     seed=self.seed, session=request.session)
         if stats.finish_reason == "cancelled":
             raise PlanError("model plan: generation cancelled", code="cancelled")
         doc: Any = text
@@ -476,187 +449,150 @@ class ModelPlanner:
 
     # --- shared generation ----------------------------------------------------
 
+    def queue_position(self, session: str) -> dict[str, Any] | None:
+        """Where ``session``'s oldest waiting request stands: position (1: next),
+        seconds waited, kind; None when it has none waiting."""
+        found = self.batcher.position(session) if self.batcher is not None else None
+        if found is None:
+            return None
+        at, job = found
+        return {"position": at, "waitS": round(job.queued_s, 3), "kind": job.kind}
+
+    def candidates_now(self, narrations: int) -> int:
+        """Best of how many, with ``narrations`` story narrations decoding at once: the
+        setting alone, fewer as they crowd the batch (CANDIDATE_ROWS candidate rows in
+        all), at least one. A lone player keeps every candidate; under load a turn
+        costs a third of the rows and the queue moves (BENCHMARKS.md, "batch")."""
+        return max(1, min(self.narration_candidates, self.candidate_rows // max(1, narrations)))
+
+    def has_room(self) -> bool:
+        """Whether another request would be queued (not refused with QueueFull)."""
+        return self.batcher is None or self.batcher.waiting_count() < self.max_waiting
+
+    def submit(self, kind: str, start: Callable[[Lease], Program], *, session: str = "",
+               need: int = 1, cancel: threading.Event | None = None) -> Job:
+        """Queue a program on the model (:mod:`.batching`); QueueFull past the bound."""
+        self.load()
+        assert self.batcher is not None
+        return self.batcher.submit(start, kind=kind, session=session, need=need, cancel=cancel)
+
     def stream(self, messages: list[dict[str, str]], kind: str, *,
                cancel: threading.Event | None = None, stats: GenerationStats | None = None,
                prefill: str = "", stop_when: Callable[[int, str], bool] | None = None,
-               then: Callable[[Llama, str], None] | None = None,
+               then: Callable[[Lease, str], Program] | None = None, session: str = "",
                **options: Any) -> Iterator[str]:
-        """Stream text pieces under the model lock; the lock is held until the iterator
-        is exhausted or closed, so consume it promptly. ``stats`` is filled in as it runs.
+        """Text pieces as the model writes them (``messages`` through the chat
+        template). ``stats`` is filled in as it runs.
 
         With ``prefill`` the reply starts with that text (the first piece includes it).
-        ``stop_when(count, piece)`` ends the generation after a piece. ``then(llm, text)``
-        runs after a generation that was not cancelled, still holding the model, with the
-        whole text: a follow-up that continues the same conversation finds it in the
-        KV state, where another session's turn, queued in between, would have replaced it.
+        ``stop_when(count, piece)`` ends the generation after a piece. ``then(lease,
+        text)``, a program, runs after a generation that was not cancelled, on the same
+        sequence: a follow-up that continues the conversation finds it in the cells.
+        Closing the iterator early cancels the request.
         """
         stats = stats if stats is not None else GenerationStats(kind=kind)
-        queued = time.perf_counter()
-        if not self.lock.acquire(cancel):
-            stats.finish_reason = "cancelled"
-            self.last_stats = stats
-            return
-        started = time.perf_counter()
-        stats.queued_s = started - queued
-        text: list[str] = []
-        pieces: queue.Queue[Any] = queue.Queue()
-        leave = threading.Event()  # the consumer closed the iterator early
+        opts = Options.of(**options, stop_when=stop_when)
+        tokens = chat_tokens(self.llm, messages, prefill)
 
-        def generate() -> None:
-            llm = self.llm
-            written: list[str] = [prefill]
-            # Saving a state costs ~0.08 s and restoring one ~0.2 s: worth it for the
-            # long planning prompt, a loss for narration and choices, whose prompts
-            # change every turn (the restored state would share only the system line).
-            cache, llm.cache = llm.cache, (llm.cache if kind in CACHED_KINDS else None)
-            chunks: Iterator[Any] | None = None
-            try:
-                if prefill:
-                    chunks = llm.create_completion(chat_tokens(llm, messages, prefill),
-                                                   stream=True, **options)
-                else:
-                    chunks = llm.create_chat_completion(messages, stream=True, **options)
-                for chunk in chunks:
-                    choice = chunk["choices"][0]
-                    piece = choice.get("text") if prefill else choice["delta"].get("content")
-                    if piece:
-                        pieces.put(piece)
-                        written.append(piece)
-                    if choice.get("finish_reason"):
-                        stats.finish_reason = choice["finish_reason"]
-                    if leave.is_set() or (cancel is not None and cancel.is_set()):
-                        stats.finish_reason = "cancelled"
-                        break
-                    if piece and stop_when is not None and stop_when(len(written) - 1, piece):
-                        stats.finish_reason = "stop"
-                        break
-            except BaseException:
-                pieces.put(_END)
-                raise
-            finally:
-                if chunks is not None:
-                    chunks.close()  # type: ignore[attr-defined] # stops llama.cpp when we leave early
-                llm.cache = cache  # the generator reads and writes it while it runs
-            try:
-                if then is not None and stats.finish_reason != "cancelled":
-                    then(llm, "".join(written))
-            except Exception:  # noqa: BLE001 - the text stands; the caller falls back
-                log.warning("follow-up of a %s generation failed", kind, exc_info=True)
-            finally:
-                pieces.put(_END)
+        def program(lease: Lease) -> Program:
+            outcome: Outcome = yield from generate(lease, tokens, opts, prefill=prefill)
+            stats.finish_reason = outcome.finish_reason
+            if then is not None:
+                yield from _follow(then, lease, outcome.text, kind)
 
-        job = self.thread.submit(generate)
-        try:
-            while (piece := pieces.get()) is not _END:
-                if not text:
-                    stats.first_token_s = time.perf_counter() - started
-                    piece = prefill + piece
-                text.append(piece)
-                stats.pieces += 1
-                yield piece
-            job.result()  # a failed generation raises here
-        finally:
-            leave.set()
-            job.exception()  # the model thread is done with llama before the lock goes
-            stats.seconds = time.perf_counter() - started
-            if text:
-                stats.tokens = len(self.llm.tokenize("".join(text).encode(), add_bos=False))
-            self.last_stats = stats
-            self.lock.release()
+        yield from self._pieces(self.submit(kind, program, session=session, cancel=cancel),
+                                stats)
 
-    def run(self, kind: str, produce: Callable[[Llama], Iterator[str]], *,
+    def run(self, kind: str, produce: Callable[[Lease], Program], *,
             cancel: threading.Event | None = None,
-            then: Callable[[Llama, str], None] | None = None) -> Iterator[str]:
-        """The pieces ``produce(llm)`` yields, produced on the model thread under the
-        model lock (for generation that drives llama.cpp itself, as story narration
-        does). As :meth:`stream`: the lock is held until the iterator ends or is
-        closed, and ``then(llm, text)`` runs after it, still holding the model."""
+            then: Callable[[Lease, str], Program] | None = None, session: str = "",
+            need: int = 1) -> Iterator[str]:
+        """The pieces the program ``produce(lease)`` yields (generation that drives the
+        batch itself, as story narration does, on ``need`` sequences); it returns its
+        whole text, which ``then(lease, text)`` follows, as in :meth:`stream`."""
         stats = GenerationStats(kind=kind)
-        queued = time.perf_counter()
-        if not self.lock.acquire(cancel):
+
+        def program(lease: Lease) -> Program:
+            text = yield from produce(lease)
+            stats.finish_reason = "stop"
+            if then is not None:
+                yield from _follow(then, lease, text or "", kind)
+
+        yield from self._pieces(self.submit(kind, program, session=session, need=need,
+                                            cancel=cancel), stats)
+
+    def call(self, kind: str, start: Callable[[Lease], Program], *,
+             cancel: threading.Event | None = None, session: str = "") -> Any:
+        """The result of the program ``start(lease)``; None when cancelled."""
+        stats = GenerationStats(kind=kind)
+        job = self.submit(kind, start, session=session, cancel=cancel)
+        try:
+            return job.wait()
+        except Cancelled:
             stats.finish_reason = "cancelled"
-            self.last_stats = stats
-            return
-        started = time.perf_counter()
-        stats.queued_s = started - queued
-        pieces: queue.Queue[Any] = queue.Queue()
-        leave = threading.Event()
+            return None
+        finally:
+            self._account(job, stats, "")
 
-        def generate() -> None:
-            llm = self.llm
-            written: list[str] = []
-            cache, llm.cache = llm.cache, None  # a prompt that changes every turn: see stream
-            source = produce(llm)
-            try:
-                for piece in source:
-                    pieces.put(piece)
-                    written.append(piece)
-                    if leave.is_set() or (cancel is not None and cancel.is_set()):
-                        stats.finish_reason = "cancelled"
-                        break
-                else:
-                    stats.finish_reason = "stop"
-            except BaseException:
-                pieces.put(_END)
-                raise
-            finally:
-                close = getattr(source, "close", None)
-                if close is not None:
-                    close()  # the producer tidies llama.cpp's state before the lock goes
-                llm.cache = cache
-            try:
-                if then is not None and stats.finish_reason != "cancelled":
-                    then(llm, "".join(written))
-            except Exception:  # noqa: BLE001 - the text stands; the caller falls back
-                log.warning("follow-up of a %s generation failed", kind, exc_info=True)
-            finally:
-                pieces.put(_END)
-
-        job = self.thread.submit(generate)
+    def _pieces(self, job: Job, stats: GenerationStats) -> Iterator[str]:
         text: list[str] = []
         try:
-            while (piece := pieces.get()) is not _END:
+            for piece in job.pieces():
                 if not text:
-                    stats.first_token_s = time.perf_counter() - started
+                    stats.first_token_s = time.monotonic() - (job.admitted or job.submitted)
                 text.append(piece)
                 stats.pieces += 1
                 yield piece
-            job.result()
-        finally:
-            leave.set()
-            job.exception()
-            stats.seconds = time.perf_counter() - started
-            if text:
-                stats.tokens = len(self.llm.tokenize("".join(text).encode(), add_bos=False))
-            self.last_stats = stats
-            self.lock.release()
-
-    def exclusive(self, kind: str, fn: Callable[[Llama], T], *,
-                  cancel: threading.Event | None = None) -> T | None:
-        """``fn(llm)`` on the model thread under the model lock, for work that drives
-        llama.cpp itself (:mod:`.pick`). None when ``cancel`` was set while queued."""
-        stats = GenerationStats(kind=kind)
-        queued = time.perf_counter()
-        if not self.lock.acquire(cancel):
+        except Cancelled:
             stats.finish_reason = "cancelled"
-            self.last_stats = stats
-            return None
-        started = time.perf_counter()
-        stats.queued_s = started - queued
-        try:
-            return self.thread.call(lambda: fn(self.llm))
         finally:
-            stats.seconds = time.perf_counter() - started
-            self.last_stats = stats
-            self.lock.release()
+            if not job.done:
+                stats.finish_reason = "cancelled"
+            self._account(job, stats, "".join(text))
+
+    def _account(self, job: Job, stats: GenerationStats, text: str) -> None:
+        stats.queued_s = job.queued_s
+        stats.evaluated = job.evaluated
+        stats.seconds = (job.finished or time.monotonic()) - (job.admitted or job.submitted)
+        if job.cancelled:
+            stats.finish_reason = "cancelled"
+        if text:
+            stats.tokens = len(self.llm.tokenize(text.encode(), add_bos=False))
+        self.last_stats = stats
 
     def complete(self, messages: list[dict[str, str]], kind: str, *,
                  cancel: threading.Event | None = None,
                  **options: Any) -> tuple[str, GenerationStats]:
-        """A whole generation under the model lock (plans, choices: short structured outputs)."""
+        """A whole generation (plans, choices: short structured outputs)."""
         stats = GenerationStats(kind=kind)
         text = "".join(self.stream(messages, kind, cancel=cancel, stats=stats, **options))
         return text, stats
+
+    def close(self) -> None:
+        """Stop the batch and free the model (a later use loads it again)."""
+        if self.batcher is not None:
+            self._finalizer()
+            self.batcher, self._llm = None, None
+
+
+def _release(batcher: Batcher, llm: Llama, thread: ModelThread) -> None:
+    """Stop the batch and free the model, never waiting: this may run on the model
+    thread itself (a garbage collection there), whose loop must return first."""
+    batcher.close(wait=False)
+    try:
+        thread.submit(llm.close)  # runs once the loop has returned
+        thread.shutdown()
+    except RuntimeError:  # at exit: the model thread is gone, and so is the batch
+        llm.close()
+
+
+def _follow(then: Callable[[Lease, str], Program], lease: Lease, text: str,
+            kind: str) -> Program:
+    """``then(lease, text)`` as part of the program; a failure leaves the text standing."""
+    try:
+        yield from then(lease, text)
+    except Exception:  # noqa: BLE001 - the text stands; the caller falls back
+        log.warning("follow-up of a %s generation failed", kind, exc_info=True)
 
 
 def resolve_narration_mode(llm: Llama, setting: str) -> str:
@@ -672,18 +608,21 @@ def resolve_narration_mode(llm: Llama, setting: str) -> str:
     return "chat" if template and params >= CHAT_MIN_PARAMS else "story"
 
 
-def _allow_sequences(llm: Llama, n: int) -> None:
-    """Give ``llm`` a context that holds ``n`` sequences in one unified KV cache, for
-    batched narration candidates (.best_of). llama-cpp-python makes its context with
-    one sequence and takes no option for more, so the context is made again with the
-    same parameters but these two (sequence 0 keeps the whole context: unified)."""
+def _allow_sequences(llm: Llama, n: int, n_ctx: int) -> None:
+    """Give ``llm`` a context that holds ``n`` sequences, each in a KV stream of its own
+    (the batch's requests and narration candidates): a sequence's cells then lie where
+    they would alone, so its greedy text is the same batched or not, and it attends
+    to its own cells only. llama-cpp-python makes its context with one sequence and
+    takes no option for more, so the context is made again with these changed (``n_ctx``
+    cells for each sequence)."""
     import contextlib
 
     from llama_cpp import _internals as internals
 
     params = llm.context_params
     params.n_seq_max = n
-    params.kv_unified = True
+    params.n_ctx = n_ctx * n
+    params.kv_unified = False
     context = internals.LlamaContext(model=llm._model, params=params, verbose=llm.verbose)
     old, llm._ctx = llm._ctx, llm._stack.enter_context(contextlib.closing(context))
     old.close()

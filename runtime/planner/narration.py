@@ -1,8 +1,7 @@
 """Narration (docs/scene.md, "Narration"): the turn's prose, streamed as it is generated.
 
-It shares the planner's model and lock: pass the :class:`~.model.ModelPlanner`
-(or call ``planner.narrate(context)``). A bare ``llama_cpp.Llama`` also works, with
-an optional lock, for tools and benchmarks that hold a model of their own.
+It shares the planner's model, a request of its batch beside other sessions' (pass the
+:class:`~.model.ModelPlanner`, or call ``planner.narrate(context)``).
 
 Two modes (the planner's ``narration_mode``; ``serve --narration-mode``):
 
@@ -22,15 +21,14 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ContextManager
+from typing import TYPE_CHECKING, Any
 
 from narratoria.runtime.planner.model import ModelPlanner
 from narratoria.runtime.sentences import sentence_starts
 
 if TYPE_CHECKING:
-    from llama_cpp import Llama
+    from narratoria.runtime.planner.batching import Lease, Program
 
 NARRATION_MAX_TOKENS = 170  # a hard stop; each token ~11 ms on 2 cores
 # Past this many pieces the narration ends at the next sentence end, not mid-word
@@ -95,6 +93,7 @@ class NarrationContext:
     names: Sequence[str] = ()
     rating: str = ""
     forbid_new_names: bool = False
+    session: str = ""   # whose turn: the model serves sessions in turn (.batching)
 
 
 def narration_messages(context: NarrationContext) -> list[dict[str, str]]:
@@ -122,39 +121,35 @@ def narration_messages(context: NarrationContext) -> list[dict[str, str]]:
             {"role": "user", "content": "\n".join(parts)}]
 
 
-def stream_narration(source: ModelPlanner | Llama, context: NarrationContext | str, *,
+def stream_narration(source: ModelPlanner, context: NarrationContext | str, *,
                      max_tokens: int = NARRATION_MAX_TOKENS, temperature: float = 0.7,
                      cancel: threading.Event | None = None,
-                     lock: ContextManager[Any] | None = None,
-                     then: Callable[[Llama, str], None] | None = None) -> Iterator[str]:
+                     then: Callable[[Lease, str], Program] | None = None) -> Iterator[str]:
     """Narration pieces as the model generates them.
 
-    With a ModelPlanner the planner's FIFO lock is taken on the first ``next()`` and
-    held until the iterator ends or is closed (and ``then`` ran: see
-    :meth:`~.model.ModelPlanner.stream`); ``lock`` is only for a bare ``Llama``.
+    With a ModelPlanner the narration is a request of its batch, queued on the first
+    ``next()`` and cancelled when the iterator is closed early; ``then`` follows it on
+    the same sequence (see :meth:`~.model.ModelPlanner.stream`).
     """
     if isinstance(context, str):
         context = NarrationContext(player_input=context)
-    if isinstance(source, ModelPlanner) and source.narration_mode == "story":
+    if source.narration_mode == "story":
         return paragraphed(_story(source, context, max_tokens=max_tokens, cancel=cancel,
                                   then=then))
     messages = narration_messages(context)
     # Small models loop on a phrase; a mild repeat penalty keeps prose moving.
     options: dict[str, Any] = {"max_tokens": max_tokens, "temperature": temperature,
                                "top_p": 0.9, "repeat_penalty": 1.15}
-    if isinstance(source, ModelPlanner):  # its FIFO lock and its stats
-        return paragraphed(source.stream(
-            messages, "narration", cancel=cancel, prefill=NARRATION_PREFILL,
-            stop_when=sentence_end_after(NARRATION_SOFT_TOKENS), then=then,
-            # the processor keeps NARRATION_FORBIDDEN out too: llama-cpp-python 0.3.36
-            # given logit_bias and logits_processor together drops both (list.extend's None)
-            logits_processor=_constraints(source, context.scene), **options))
-    return _stream_llm(source, messages, lock, cancel, options)
+    return paragraphed(source.stream(
+        messages, "narration", cancel=cancel, prefill=NARRATION_PREFILL,
+        stop_when=sentence_end_after(NARRATION_SOFT_TOKENS), then=then,
+        session=context.session, logits_processor=_constraints(source, context.scene),
+        **options))
 
 
 def _story(planner: ModelPlanner, context: NarrationContext, *, max_tokens: int,
            cancel: threading.Event | None,
-           then: Callable[[Llama, str], None] | None) -> Iterator[str]:
+           then: Callable[[Lease, str], Program] | None) -> Iterator[str]:
     """Story mode: the lead at once (it is the engine's; the model may still be busy
     with another session's turn), then the model's continuation, sentence by
     sentence, each the best of ``planner.narration_candidates`` (.best_of)."""
@@ -166,30 +161,30 @@ def _story(planner: ModelPlanner, context: NarrationContext, *, max_tokens: int,
     soft, hard = STORY_TOKENS.get(context.style, STORY_TOKENS[""])
     soft, hard = min(soft, max_tokens), min(hard, max_tokens)
 
-    def produce(llm: Llama) -> Iterator[str]:
-        teller = StoryTeller(llm, planner.narration_vocab(), n=planner.narration_candidates,
-                             seed=planner.seed)
+    def produce(lease: Lease) -> Program:
+        teller = StoryTeller(lease, planner.narration_vocab(), n=planner.narration_candidates,
+                             seed=planner.seed,
+                             width=lambda: planner.candidates_now(lease.running("narration")))
         return teller.tell(prompt.text, prompt.lead, judge, soft_tokens=soft, max_tokens=hard,
                            cancel=cancel)
 
-    def follow(llm: Llama, text: str) -> None:
+    def follow(lease: Lease, text: str) -> Program:
         if then is not None:
-            then(llm, prompt.lead + text)
+            yield from then(lease, prompt.lead + text)
 
     if prompt.lead:
         yield prompt.lead
-    yield from planner.run("narration", produce, cancel=cancel, then=follow)
+    yield from planner.run("narration", produce, cancel=cancel, then=follow,
+                           session=context.session)
 
 
 def _constraints(planner: ModelPlanner, previous: str) -> Any:
     """The chat path's decoding constraints (.decoding), as llama-cpp-python takes them."""
-    from llama_cpp import LogitsProcessorList
-
     from narratoria.runtime.planner.decoding import NarrationProcessor, PreviousTurnNgrams
 
     grams = PreviousTurnNgrams(planner.llm.tokenize(previous.encode(), add_bos=False)
                                if previous.strip() else [])
-    return LogitsProcessorList([NarrationProcessor(planner.narration_vocab(), previous=grams)])
+    return [NarrationProcessor(planner.narration_vocab(), previous=grams)]
 
 
 def paragraphed(pieces: Iterator[str]) -> Iterator[str]:
@@ -228,21 +223,6 @@ def paragraphed(pieces: Iterator[str]) -> Iterator[str]:
 def sentence_end_after(soft_limit: int) -> Callable[[int, str], bool]:
     """A ``stop_when``: true at the first sentence end once ``soft_limit`` pieces are out."""
     return lambda count, piece: count >= soft_limit and piece.rstrip().endswith(_SENTENCE_END)
-
-
-def _stream_llm(llm: Llama, messages: list[dict[str, str]], lock: ContextManager[Any] | None,
-                cancel: threading.Event | None, options: dict[str, Any]) -> Iterator[str]:
-    with lock if lock is not None else nullcontext():
-        chunks = llm.create_chat_completion(messages, stream=True, **options)
-        try:
-            for chunk in chunks:
-                piece = chunk["choices"][0]["delta"].get("content")
-                if piece:
-                    yield piece
-                if cancel is not None and cancel.is_set():
-                    break
-        finally:
-            chunks.close()
 
 
 def _clip(text: str, budget: int = CONTEXT_BUDGET) -> str:

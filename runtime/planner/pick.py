@@ -8,8 +8,9 @@ one token can follow, it is taken without asking the model (and evaluated in a
 batch with the next ones); where several can, the model's logits over just
 those tokens decide. Three lines cost ~0.2 s.
 
-All of it runs on the model thread under the planner's lock: see
-:meth:`~.model.ModelPlanner.exclusive`; :func:`~.model.chat_tokens` builds the prompt.
+A :class:`Picker` is part of a program of :mod:`.batching` (its ``pick`` yields the
+rows it needs evaluated, beside other requests'); :func:`~.model.chat_tokens` builds
+the prompt.
 """
 
 from __future__ import annotations
@@ -21,21 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from llama_cpp import Llama
-
-
-def rewind_to_shared(llm: Llama, tokens: Sequence[int]) -> int:
-    """Keep the model's cells for the prefix ``tokens`` shares with what it holds, so only
-    the rest is evaluated; the last token is always evaluated again (its logits choose
-    what follows). Returns how many tokens were shared."""
-    held = llm.input_ids[:llm.n_tokens]
-    shared = 0
-    for mine, theirs in zip(tokens, held):
-        if mine != theirs:
-            break
-        shared += 1
-    llm.n_tokens = min(shared, len(tokens) - 1)
-    return shared
+    from narratoria.runtime.planner.batching import Lease, Program
 
 
 class PickError(RuntimeError):
@@ -49,34 +36,35 @@ class _Node:
 
 
 class Picker:
-    """Continues the model's context with one candidate at a time."""
+    """Continues a lease's sequence with one candidate at a time."""
 
-    def __init__(self, llm: Llama, prompt: Sequence[int], *, temperature: float = 0.7,
-                 seed: int | None = None) -> None:
-        self.llm = llm
+    def __init__(self, lease: Lease, prompt: Sequence[int], *, temperature: float = 0.7,
+                 seed: int | None = None, seq: int | None = None) -> None:
+        if not prompt:
+            raise PickError("empty prompt")
+        self.lease = lease
+        self.llm = lease.llm
+        self.seq = lease.seqs[0] if seq is None else seq
         self.temperature = temperature
         self.rng = random.Random(seed)
-        self.evaluated = 0  # tokens read or decoded, for the generation's stats
-        self._pending: list[int] = []
-        self._feed_prompt(list(prompt))
+        self._tokens = [int(t) for t in prompt]   # the context the next pick continues
 
-    def _feed_prompt(self, tokens: list[int]) -> None:
-        if not tokens:
-            raise PickError("empty prompt")
-        rewind_to_shared(self.llm, tokens)
-        self._pending = tokens[self.llm.n_tokens:]
+    @property
+    def evaluated(self) -> int:
+        return self.lease.evaluated
 
-    def pick(self, candidates: Sequence[str]) -> str:
-        """One of ``candidates`` (distinct, non-empty), now part of the model's context."""
+    def pick(self, candidates: Sequence[str]) -> Program:
+        """One of ``candidates`` (distinct, non-empty), now part of the context."""
         root = self._trie(candidates)
         node = root
         while node.children:
             if len(node.children) == 1 and node.text is None:
                 token, node = next(iter(node.children.items()))
-                self._pending.append(token)
+                self._tokens.append(token)
                 continue
-            token = self._sample(list(node.children))
-            self._pending.append(token)
+            options = list(node.children)
+            token = self._sample(options, (yield from self._logits()))
+            self._tokens.append(token)
             node = node.children[token]
         assert node.text is not None
         return node.text
@@ -92,8 +80,7 @@ class Picker:
             node.text = text
         return root
 
-    def _sample(self, options: list[int]) -> int:
-        logits = self._logits()
+    def _sample(self, options: list[int], logits: Any) -> int:
         scores = [logits[t] for t in options]
         if self.temperature <= 0:
             return options[max(range(len(options)), key=scores.__getitem__)]
@@ -101,13 +88,7 @@ class Picker:
         weights = [math.exp((s - top) / self.temperature) for s in scores]
         return self.rng.choices(options, weights=weights)[0]
 
-    def _logits(self) -> Any:
-        import numpy as np
-        from llama_cpp import llama_cpp
-
-        if self._pending:
-            self.llm.eval(self._pending)
-            self.evaluated += len(self._pending)
-            self._pending = []
-        pointer = llama_cpp.llama_get_logits_ith(self.llm.ctx, -1)
-        return np.ctypeslib.as_array(pointer, shape=(self.llm.n_vocab(),))
+    def _logits(self) -> Program:
+        """The logits after the context: only what the sequence lacks is evaluated."""
+        index = yield from self.lease.feed(self.seq, self._tokens)
+        return self.lease.logits(index)

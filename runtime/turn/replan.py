@@ -140,7 +140,8 @@ class ReplanLoop:
         for attempt in range(1, self.max_attempts + 1):
             emit("state", {"state": TurnState.GENERATING.value, "attempt": attempt})
             request = PlanRequest(player_input, tuple(available), frozenset(disabled),
-                                  attempt, parent, state_tree(state), entities=entities)
+                                  attempt, parent, state_tree(state), entities=entities,
+                                  session=session_id or "")
             record = AttemptRecord(attempt=attempt, planner=planner.name, parent_plan_id=parent)
             plan = await self._generate(planner, request, record)
             if plan is None:

@@ -365,7 +365,8 @@ async def run_scene(services: SceneServices, scene: SceneInput, emit: Emit) -> S
             lead=_lead(scene, check, state, beats=True),
             outcome=check.outcome if check is not None else "", names=scene.names,
             rating=canon.rating if canon is not None else "",
-            forbid_new_names=canon.forbid_new_names if canon is not None else False)
+            forbid_new_names=canon.forbid_new_names if canon is not None else False,
+            session=scene.session_id)
         relay = NameRelay(canon, _allowed_names(scene, state)) if canon is not None else None
         narration = await _narrate(services.narrator, context, emit, relay)
         if relay is not None:

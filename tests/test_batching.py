@@ -1,0 +1,153 @@
+"""Continuous batching on the real model (runtime/planner/batching.py): batched greedy
+text equals unbatched, grammars stay with their sequence, a cancelled request leaves
+at once, sessions are served in turn, the queue has a bound, and the batch's record
+of every sequence is what llama.cpp holds."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from narratoria.runtime.planner.batching import Cancelled, QueueFull
+from narratoria.runtime.planner.generation import Options, generate
+from narratoria.runtime.planner.model import ModelPlanner
+
+pytestmark = pytest.mark.model
+
+PROMPTS = ["The old lighthouse keeper", "Once upon a time in a quiet village",
+           "The ship's captain looked at the sea and", "In the market, the merchant",
+           "The dragon", "A cold wind blew through", "She opened the letter and",
+           "The tavern was full of"]
+GREEDY = Options(max_tokens=48, temperature=0.0)
+
+
+@pytest.fixture(scope="module")
+def planner() -> ModelPlanner:
+    return ModelPlanner(slots=8, narration_candidates=1)
+
+
+def writer(planner: ModelPlanner, prompt: str, options: Options = GREEDY) -> Any:
+    tokens = planner.llm.tokenize(prompt.encode(), add_bos=True)
+    return lambda lease: generate(lease, tokens, options)
+
+
+def gate(opened: threading.Event) -> Any:
+    """A program that holds its slot until ``opened`` is set."""
+    def program(lease: Any) -> Any:
+        seq = lease.seqs[0]
+        tokens = lease.llm.tokenize(b"Wait", add_bos=True)
+        yield from lease.feed(seq, tokens)
+        while not opened.is_set():
+            yield from lease.step([(tokens[-1], len(tokens) - 1, seq, True)])
+            time.sleep(0.005)
+        return "opened"
+    return program
+
+
+def test_greedy_text_is_the_same_batched_and_alone(planner) -> None:
+    alone = [planner.call("test", writer(planner, p)).text for p in PROMPTS]
+    jobs = [planner.submit("test", writer(planner, p), session=str(i))
+            for i, p in enumerate(PROMPTS)]
+    batched = [job.wait().text for job in jobs]
+    assert planner.batcher.peak_running >= 4  # they really decoded side by side
+    assert batched == alone
+    # the same prompt eight times in one batch: eight equal texts
+    same = [planner.submit("test", writer(planner, PROMPTS[1]), session=str(i))
+            for i in range(8)]
+    assert {job.wait().text for job in same} == {alone[1]}
+
+
+def test_one_sequences_grammar_never_constrains_another(planner) -> None:
+    yes_no = Options(max_tokens=8, temperature=0.0, grammar='root ::= "yes" | "no"')
+    free = planner.call("test", writer(planner, PROMPTS[0])).text
+    jobs = [planner.submit("test", writer(planner, "Answer yes or no: is the sea wet?", yes_no),
+                           session="g"),
+            planner.submit("test", writer(planner, PROMPTS[0]), session="f")]
+    constrained, unconstrained = (job.wait().text for job in jobs)
+    assert constrained in ("yes", "no")
+    assert unconstrained == free and len(unconstrained.split()) > 10
+
+
+def test_a_cancelled_request_leaves_the_batch_at_once(planner) -> None:
+    long = Options(max_tokens=400, temperature=0.0)
+    job = planner.submit("test", writer(planner, "Write a very long story.", long), session="c")
+    pieces = job.pieces()
+    next(pieces)
+    started = time.monotonic()
+    pieces.close()  # the consumer leaves
+    job._done.wait(5)
+    assert job.done and job.cancelled and time.monotonic() - started < 1.0
+    deadline = time.monotonic() + 2
+    while planner.batcher.busy and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert planner.status()["sequences"]["used"] == 0
+    with pytest.raises(Cancelled):
+        job.wait()
+
+
+def test_sessions_are_served_in_turn_and_the_queue_has_a_bound() -> None:
+    planner = ModelPlanner(slots=1, narration_candidates=1, max_waiting=6)
+    opened = threading.Event()
+    holder = planner.submit("test", gate(opened), session="flood")
+    deadline = time.monotonic() + 10
+    while not planner.batcher.busy and time.monotonic() < deadline:
+        time.sleep(0.01)
+    flood = [planner.submit("test", writer(planner, f"Flood {i}", Options(max_tokens=2)),
+                            session="flood") for i in range(5)]
+    other = planner.submit("test", writer(planner, "Other", Options(max_tokens=2)),
+                           session="other")
+    # the queue is full: a request past its bound is refused, not queued
+    with pytest.raises(QueueFull, match="queue is full"):
+        planner.submit("test", writer(planner, "One more"), session="late")
+    assert planner.queue_position("other")["position"] == 2  # after one of the flood's
+    status = planner.status()
+    assert status["slots"] == {"used": 1, "max": 1} and status["queueDepth"] == 6
+    assert [w["session"] for w in status["waiting"]][:3] == ["flood", "other", "flood"]
+    opened.set()
+    assert holder.wait() == "opened"
+    for job in [*flood, other]:
+        job.wait()
+    order = sorted([*flood, other], key=lambda j: j.admitted)
+    assert order.index(other) == 1
+    # a waiting request that is cancelled leaves the queue without running
+    opened.clear()
+    planner.submit("test", gate(opened), session="flood")
+    while not planner.batcher.busy:
+        time.sleep(0.01)
+    waiting = planner.submit("test", writer(planner, "Never"), session="gone")
+    waiting.cancel()
+    waiting._done.wait(2)
+    assert waiting.done and waiting.admitted is None
+    assert planner.queue_position("gone") is None
+    opened.set()
+    planner.close()
+
+
+def test_the_batch_records_what_every_sequence_holds(planner) -> None:
+    from llama_cpp import llama_cpp
+
+    jobs = [planner.submit("test", writer(planner, p, Options(max_tokens=12)), session=str(i))
+            for i, p in enumerate(PROMPTS[:5])]
+    for job in jobs:
+        job.wait()
+    memory = llama_cpp.llama_get_memory(planner.llm.ctx)
+    for seq, held in enumerate(planner.batcher.cells):
+        assert llama_cpp.llama_memory_seq_pos_max(memory, seq) == len(held) - 1, seq
+
+
+def test_a_request_past_its_context_fails_alone_and_says_why() -> None:
+    from narratoria.runtime.planner.batching import BatchError
+
+    small = ModelPlanner(n_ctx=256, slots=2, narration_candidates=1)
+    too_long = small.llm.tokenize(b"The tide rises. " * 80, add_bos=True)
+    assert len(too_long) > small.n_ctx
+    long_job = small.submit("test", lambda lease: generate(lease, too_long, GREEDY),
+                            session="long")
+    short = small.submit("test", writer(small, PROMPTS[3]), session="short")
+    assert short.wait().text == small.call("test", writer(small, PROMPTS[3])).text
+    with pytest.raises(BatchError, match="context is full"):
+        long_job.wait()
+    small.close()
