@@ -14,6 +14,7 @@ into a failed attempt (a replan, with the pattern planner) or its fallback.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -34,6 +35,7 @@ from narratoria.runtime.planner.deeds import session_entities
 from narratoria.runtime.planner.fixed import FixedPlanner
 from narratoria.runtime.planner.narration import NarrationContext
 from narratoria.runtime.planner.pattern import PatternPlanner
+from narratoria.runtime.planner.batching import QueueFull
 from narratoria.runtime.planner.replicas import ReplicaPicker
 from narratoria.runtime.sessions.compose import compose_session, player_part, requested_state
 from narratoria.runtime.sessions.store import SessionEnded, SessionRecord
@@ -45,6 +47,8 @@ from narratoria.runtime.store import MemoryEvent
 from narratoria.runtime.turn.analytics import AnalyticsLog
 from narratoria.runtime.turn.canon import Canon
 from narratoria.runtime.turn.compose import player_input, scene_input
+from narratoria.runtime.turn.events import Emit, TurnEventKind
+from narratoria.runtime.turn.queueing import QUEUE_POLL_S, QueueWatch
 from narratoria.runtime.turn.registry import POLL_WAIT_S, Turn, TurnRegistry
 from narratoria.runtime.turn.scene import SceneInput, SceneServices, run_scene, scene_summary
 from narratoria.runtime.turn.scene_world import campaign_world, opening_text, scene_facts
@@ -52,16 +56,47 @@ from narratoria.runtime.turn.scene_world import campaign_world, opening_text, sc
 log = logging.getLogger(__name__)
 
 
+class _QueueShown:
+    """A turn's place in the model's queue, shown as ``queued`` events while it awaits
+    a model call (turn/queueing.py decides what to emit)."""
+
+    def __init__(self, actor: Any, session_id: str, emit: Emit) -> None:
+        self.actor, self.session_id, self.emit = actor, session_id, emit
+
+    @contextlib.asynccontextmanager
+    async def waiting(self) -> AsyncIterator[None]:
+        """Poll while the body awaits the model; the body's end (admitted, done, failed
+        or cancelled) ends the polling."""
+        task = asyncio.create_task(self._poll())
+        try:
+            yield
+        finally:
+            task.cancel()
+
+    async def _poll(self) -> None:
+        watch = QueueWatch()
+        while True:
+            await asyncio.sleep(QUEUE_POLL_S)
+            try:
+                position = await self.actor.queue_position.remote(self.session_id)
+            except Exception:  # noqa: BLE001 - a planner without a queue, or gone: the call says
+                log.debug("session %s: no queue position", self.session_id, exc_info=True)
+                return
+            if (payload := watch.observe(position)) is not None:
+                self.emit(TurnEventKind.QUEUED, payload)
+
+
 class _RemotePlanner:
     name = "model"
 
-    def __init__(self, actor: Any) -> None:
-        self.actor = actor
+    def __init__(self, actor: Any, queue: _QueueShown | None = None) -> None:
+        self.actor, self.queue = actor, queue
 
     async def generate(self, request: PlanRequest) -> Plan:
         ref = self.actor.plan.remote(request)
         try:
-            return await ref
+            async with self.queue.waiting() if self.queue else contextlib.nullcontext():
+                return await ref
         except asyncio.CancelledError:
             ray.cancel(ref)  # past the budget: stop the model, free it for the next attempt
             raise
@@ -97,25 +132,31 @@ class _RemoteNarrator:
     another session's narration queued in between would make it read everything
     again); ``choices`` hands them over, or asks when there are none."""
 
-    def __init__(self, actor: Any, facts: SceneFacts | None = None) -> None:
+    def __init__(self, actor: Any, facts: SceneFacts | None = None,
+                 queue: _QueueShown | None = None) -> None:
         self.actor = actor
         self.facts = facts  # what the menu may name (scene_world.py); None: the story's words
+        self.queue = queue
         self._menu: tuple[NarrationContext, list[str]] | None = None
 
     async def narrate(self, context: NarrationContext) -> AsyncIterator[str]:
         stream = self.actor.narrate.options(num_returns="streaming").remote(context, True,
                                                                             self.facts)
-        async for ref in stream:
-            item = await ref
-            if isinstance(item, list):
-                self._menu = (context, item)
-            else:
-                yield item
+        # Watched the whole stream: its first pieces can come before the model takes it
+        # (the player's words retold), and its candidates may queue one after another.
+        async with self.queue.waiting() if self.queue else contextlib.nullcontext():
+            async for ref in stream:
+                item = await ref
+                if isinstance(item, list):
+                    self._menu = (context, item)
+                else:
+                    yield item
 
     async def choices(self, context: NarrationContext, narration: str) -> list[str]:
         if self._menu is not None and self._menu[0] is context:
             return self._menu[1]
-        return await self.actor.choices.remote(context, narration, self.facts)
+        async with self.queue.waiting() if self.queue else contextlib.nullcontext():
+            return await self.actor.choices.remote(context, narration, self.facts)
 
 
 class _RemoteMemory:
@@ -294,6 +335,7 @@ class CoordinatorActor:
             if session.status != "active":
                 raise SessionEnded(f"session {session_id!r} has ended")
             said = player_input(session, text, choice, plan)
+            await self._check_model_room()
             available = await self.supervisor.available.remote(session_id)
             opened = await self._open_scene(session_id, session.turns + 1, said)
         except BaseException:
@@ -313,6 +355,15 @@ class CoordinatorActor:
         menu = await self._scene_facts(campaign, state, guidance, [said, session.last_narration])
         turn.task = asyncio.create_task(self._run(turn, scene, opened.moment_id, plan, menu))
         return turn.id
+
+    async def _check_model_room(self) -> None:
+        """QueueFull (RESOURCE_EXHAUSTED to the caller) when every model's queue is at its
+        bound: the turn is refused at once rather than queued behind it."""
+        rooms = await asyncio.gather(*(p.has_room.remote() for p in self.planners),
+                                     return_exceptions=True)
+        if rooms and all(room is False for room in rooms):
+            raise QueueFull("the model's queue is full (too many turns waiting); "
+                            "try again shortly")
 
     @staticmethod
     async def _scene_facts(campaign: LoadedCampaign | None, state: SessionState, guidance: Any,
@@ -358,13 +409,14 @@ class CoordinatorActor:
 
         replica = self.replicas.take()
         model = self.planners[replica]
+        queue = _QueueShown(model, scene.session_id, turn.emit)
         planner: Any = (FixedPlanner(plan) if plan is not None
                         else PatternPlanner() if self.planner_kind == "pattern"
-                        else _RemotePlanner(model))
+                        else _RemotePlanner(model, queue))
         services = SceneServices(
             planner=planner,
             executor=_RemoteExecutor(self.supervisor, scene.session_id, scene.playthrough_id),
-            narrator=_RemoteNarrator(model, menu), memory=_RemoteMemory(self.store),
+            narrator=_RemoteNarrator(model, menu, queue), memory=_RemoteMemory(self.store),
             save_turn=save_turn, fallback_planner=None if plan is not None else PatternPlanner(),
             analytics=self.analytics, generation_budget_s=self.generation_budget_s)
         try:

@@ -47,6 +47,7 @@ from narratoria.runtime.store import RecordError, RecordNotFound, StoreError
 from narratoria.runtime.turn.compose import BadChoice
 from narratoria.runtime.turn.events import TurnEventKind as Kind
 from narratoria.runtime.turn.registry import TurnBusy
+from narratoria.runtime.planner.batching import QueueFull
 
 STREAMING_METHODS = ("/Turn", "/IngestCampaign")
 
@@ -54,6 +55,7 @@ _CODES: list[tuple[type[BaseException], grpc.StatusCode]] = [
     (SessionNotFound, grpc.StatusCode.NOT_FOUND),
     (frontend.AssetNotFound, grpc.StatusCode.NOT_FOUND),
     (frontend.AssetTooLarge, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (QueueFull, grpc.StatusCode.RESOURCE_EXHAUSTED),
     (CharacterNotFound, grpc.StatusCode.NOT_FOUND),
     (RecordNotFound, grpc.StatusCode.NOT_FOUND),
     (SessionForbidden, grpc.StatusCode.PERMISSION_DENIED),
@@ -143,7 +145,8 @@ _EVENT_FIELDS: dict[Kind, Any] = {
     Kind.TOOL_STARTED: pb.ToolStarted, Kind.TOOL_EVENT: pb.ToolOutput,
     Kind.TOOL_FINISHED: pb.ToolFinished, Kind.REPLAN: pb.Replan, Kind.FALLBACK: pb.Fallback,
     Kind.NARRATION: pb.NarrationToken, Kind.CHOICES: pb.Choices, Kind.DONE: pb.TurnDone,
-    Kind.KNOWLEDGE: pb.NpcKnowledge, Kind.LOG: pb.LogLine, Kind.CHECK: pb.Check}
+    Kind.KNOWLEDGE: pb.NpcKnowledge, Kind.LOG: pb.LogLine, Kind.CHECK: pb.Check,
+    Kind.QUEUED: pb.Queued}
 
 
 def turn_event_pb(turn_id: str, event: dict[str, Any]) -> pb.TurnEvent | None:
@@ -153,6 +156,32 @@ def turn_event_pb(turn_id: str, event: dict[str, Any]) -> pb.TurnEvent | None:
         return None
     return pb.TurnEvent(turn_id=turn_id, seq=event["seq"], at_ms=event["at_ms"],
                         **{str(event["kind"]): message(**payload)})
+
+
+def model_waits_pb(planner: dict[str, Any]) -> list[pb.ModelWait]:
+    """The planner's waiting model requests (its status' ``waiting``), next first; an
+    entry it cannot read is left out, never the whole status."""
+    waits = []
+    for wait in planner.get("waiting") or ():
+        try:
+            waits.append(pb.ModelWait(session_id=str(wait.get("session", "")),
+                                      kind=str(wait.get("kind", "")),
+                                      position=int(wait.get("position", 0)),
+                                      wait_s=round(float(wait.get("waitS", 0.0)), 3)))
+        except (AttributeError, TypeError, ValueError):
+            continue
+    return sorted(waits, key=lambda w: w.position)
+
+
+def model_slots(planner: dict[str, Any]) -> tuple[int, int]:
+    """(used, max) of the planner's status' ``slots``; (0, 0) when it reports none."""
+    slots = planner.get("slots")
+    if not isinstance(slots, dict):
+        return 0, 0
+    try:
+        return int(slots.get("used", 0)), int(slots.get("max", 0))
+    except (TypeError, ValueError):
+        return 0, 0
 
 
 class Daemon:
@@ -406,6 +435,8 @@ class NarratoriaService(rpc.NarratoriaServicer):
         supervisor = by_name["supervisor"] or {}
         coordinator = by_name["coordinator"] or {}
         sessions = await _call(context, self.store.session_count.remote())
+        slots_used, slots_max = model_slots(planner)
+        waiting = await self._own_waits(model_waits_pb(planner), context)
         return pb.StatusResponse(
             version=_version(),
             actors=[pb.ActorStatus(name=n, alive=s is not None, restarts=self.d.restarts[n],
@@ -416,12 +447,29 @@ class NarratoriaService(rpc.NarratoriaServicer):
             model_loads=int(planner.get("loads", 0)) + self.d.restarts["planner"],
             model_load_seconds=float(planner.get("loadSeconds", 0.0)),
             model_queue_depth=int(planner.get("queueDepth", 0)),
+            model_slots_used=slots_used, model_slots_max=slots_max,
+            model_waiting=waiting,
             live_skill_processes=int(supervisor.get("live", 0)),
             skill_process_limit=int(supervisor.get("limit", 0)),
             skill_queue_depth=int(supervisor.get("waiting", 0)),
             peak_skill_processes=int(supervisor.get("peak", 0)),
             sessions=int(sessions), turns_in_flight=int(coordinator.get("turnsInFlight", 0)),
             uptime_s=round(time.monotonic() - self.d.started, 3), data_dir=self.d.data_dir)
+
+    async def _own_waits(self, waits: list[pb.ModelWait],
+                         context: grpc.aio.ServicerContext) -> list[pb.ModelWait]:
+        """``waits`` as this caller may see them: the device's owner sees every session;
+        a client identity sees only its own sessions' ids (the others' places stay, as
+        the queue it waits in)."""
+        owner = self._owner(context)
+        if not waits or (owner == LOCAL_OWNER and holds_daemon_token(context, self.d.token)):
+            return waits
+        records = await _call(context, self.store.list_sessions.remote(owner, False))
+        own = {r.id for r in records}
+        for wait in waits:
+            if wait.session_id not in own:
+                wait.session_id = ""
+        return waits
 
     async def _actor_status(self, name: str) -> dict[str, Any] | None:
         actor = self.d.actors[name]

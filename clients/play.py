@@ -248,7 +248,8 @@ def _open_session(client: NarratoriaClient, args: argparse.Namespace,
 def _play_turn(client: NarratoriaClient, session_id: str, action: Action, screen: _Screen,
                verbose: bool) -> TurnRenderer:
     """Stream one turn to the screen; the renderer keeps its choices and result."""
-    renderer = TurnRenderer(verbose=verbose)
+    # Faint wait lines only where a person reads a terminal: a pipe gets plain text.
+    renderer = TurnRenderer(verbose=verbose, dim=not screen.json and sys.stdout.isatty())
     for ev in client.turn(session_id, text=action.text, choice=action.choice):
         text = renderer.feed(ev)  # fed under --json too: it tracks the choices
         screen.text(text)

@@ -19,7 +19,8 @@ from narratoria.proto import narratoria_pb2 as pb
 
 __all__ = [
     "TurnRenderer", "check_line", "dice_line", "format_choices", "format_patch", "format_session",
-    "format_session_line", "format_state", "format_status", "format_timings", "render_turn",
+    "format_session_line", "format_state", "format_status", "format_timings", "queued_line",
+    "render_turn",
 ]
 
 DICE_SKILL = "dice-roller"
@@ -27,6 +28,9 @@ DICE_SKILL = "dice-roller"
 TIMING_ORDER = ("plan", "execute", "narrate", "choices", "store")
 MAX_PATCH_ITEMS = 6
 MAX_VALUE_CHARS = 40
+# Faint text (SGR 2) for a line that is only news of the wait, on a terminal.
+DIM, RESET = "\033[2m", "\033[0m"
+SHORT_ID = 8  # characters of a session id in a listing: enough to tell sessions apart
 # The dice-roller's done summary: "Rolled 2d6+1: 9 (to pick the lock)".
 _ROLL_SUMMARY = re.compile(r"Rolled (?P<formula>\S+): (?P<total>-?\d+)(?: \((?P<reason>.*)\))?$")
 
@@ -169,12 +173,14 @@ class TurnRenderer:
     """
 
     verbose: bool = False
+    dim: bool = False  # faint wait lines (a terminal); plain text otherwise
     choices: list[str] = field(default_factory=list)
     done: pb.TurnDone | None = None
     _tool_paths: dict[str, str] = field(default_factory=dict)
     _rolls_shown: set[tuple[str, int]] = field(default_factory=set)
     _errors_shown: set[tuple[str, int]] = field(default_factory=set)
     _narrated: bool = False
+    _resume_narration: bool = False
     _at_line_start: bool = True
 
     def feed(self, ev: pb.TurnEvent) -> str:
@@ -285,8 +291,18 @@ class TurnRenderer:
     def _check(self, m: pb.Check) -> str:
         return check_line(m)
 
+    def _queued(self, m: pb.Queued) -> str:
+        # The daemon sends one per change of place, so each is a line worth showing.
+        self._resume_narration = self._narrated
+        line = queued_line(m)
+        return f"{DIM}{line}{RESET}\n" if self.dim else line + "\n"
+
     def _narration(self, m: pb.NarrationToken) -> str:
         self._narrated = self._narrated or bool(m.text)
+        if self._resume_narration:
+            # Narration resumed under a wait line: no stray space at the line's start.
+            self._resume_narration = not m.text.strip()
+            return m.text.lstrip()
         return m.text
 
     def _choices(self, m: pb.Choices) -> str:
@@ -298,6 +314,12 @@ class TurnRenderer:
         # A daemon that sent no tokens (or a client that joined late) still shows the story.
         text = "" if self._narrated or not m.narration else m.narration.rstrip("\n") + "\n"
         return text + format_timings(m)
+
+
+def queued_line(m: pb.Queued) -> str:
+    """``  … waiting for the model: position 2``, the wait so far when it is a while."""
+    line = f"  … waiting for the model: position {m.position}"
+    return line + (f" ({m.wait_s:.0f} s)" if m.wait_s >= 1 else "")
 
 
 def render_turn(events: Iterable[pb.TurnEvent], verbose: bool = False) -> str:
@@ -351,8 +373,14 @@ def format_status(st: pb.StatusResponse) -> str:
     model = st.model_path or "none"
     if st.model_quantization:
         model += f" · runs as {st.model_quantization}"
-    lines.append(f"model {model} · loaded {st.model_loads}× ({st.model_load_seconds:.1f} s) "
-                 f"· queue {st.model_queue_depth}")
+    loaded = f"model {model} · loaded {st.model_loads}× ({st.model_load_seconds:.1f} s)"
+    if st.model_slots_max:
+        lines.append(loaded)
+        lines.append(f"model slots {st.model_slots_used}/{st.model_slots_max} · "
+                     f"queue {st.model_queue_depth}")
+        lines.extend(_wait_line(w) for w in st.model_waiting)
+    else:  # a planner that reports no slots: its queue alone
+        lines.append(f"{loaded} · queue {st.model_queue_depth}")
     lines.append(f"skill processes {st.live_skill_processes}/{st.skill_process_limit} "
                  f"(peak {st.peak_skill_processes}) · queue {st.skill_queue_depth}")
     lines.append(f"sessions {st.sessions} active · turns in flight {st.turns_in_flight}")
@@ -361,3 +389,10 @@ def format_status(st: pb.StatusResponse) -> str:
         restarts = f", {actor.restarts} restarts" if actor.restarts else ""
         lines.append(f"  {actor.name}: {state}{restarts}")
     return "\n".join(lines) + "\n"
+
+
+def _wait_line(w: pb.ModelWait) -> str:
+    """One waiting model request: ``  #1 3f2a9c1b narration waiting 2.4 s``; a session
+    the caller may not see shows as ``-``."""
+    session = w.session_id[:SHORT_ID] or "-"
+    return f"  #{w.position} {session:<{SHORT_ID}} {w.kind or '?':<9} waiting {w.wait_s:.1f} s"

@@ -173,7 +173,7 @@ class TurnRequest(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., text: _Optional[str] = ..., choice: _Optional[int] = ..., plan_json: _Optional[str] = ..., execute_only: _Optional[bool] = ...) -> None: ...
 
 class TurnEvent(_message.Message):
-    __slots__ = ("turn_id", "seq", "at_ms", "started", "phase", "plan", "tool_started", "tool_event", "tool_finished", "replan", "fallback", "narration", "choices", "done", "knowledge", "log", "check")
+    __slots__ = ("turn_id", "seq", "at_ms", "started", "phase", "plan", "tool_started", "tool_event", "tool_finished", "replan", "fallback", "narration", "choices", "done", "knowledge", "log", "check", "queued")
     TURN_ID_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
     AT_MS_FIELD_NUMBER: _ClassVar[int]
@@ -191,6 +191,7 @@ class TurnEvent(_message.Message):
     KNOWLEDGE_FIELD_NUMBER: _ClassVar[int]
     LOG_FIELD_NUMBER: _ClassVar[int]
     CHECK_FIELD_NUMBER: _ClassVar[int]
+    QUEUED_FIELD_NUMBER: _ClassVar[int]
     turn_id: str
     seq: int
     at_ms: int
@@ -208,7 +209,18 @@ class TurnEvent(_message.Message):
     knowledge: NpcKnowledge
     log: LogLine
     check: Check
-    def __init__(self, turn_id: _Optional[str] = ..., seq: _Optional[int] = ..., at_ms: _Optional[int] = ..., started: _Optional[_Union[TurnStarted, _Mapping]] = ..., phase: _Optional[_Union[PhaseChanged, _Mapping]] = ..., plan: _Optional[_Union[PlanGenerated, _Mapping]] = ..., tool_started: _Optional[_Union[ToolStarted, _Mapping]] = ..., tool_event: _Optional[_Union[ToolOutput, _Mapping]] = ..., tool_finished: _Optional[_Union[ToolFinished, _Mapping]] = ..., replan: _Optional[_Union[Replan, _Mapping]] = ..., fallback: _Optional[_Union[Fallback, _Mapping]] = ..., narration: _Optional[_Union[NarrationToken, _Mapping]] = ..., choices: _Optional[_Union[Choices, _Mapping]] = ..., done: _Optional[_Union[TurnDone, _Mapping]] = ..., knowledge: _Optional[_Union[NpcKnowledge, _Mapping]] = ..., log: _Optional[_Union[LogLine, _Mapping]] = ..., check: _Optional[_Union[Check, _Mapping]] = ...) -> None: ...
+    queued: Queued
+    def __init__(self, turn_id: _Optional[str] = ..., seq: _Optional[int] = ..., at_ms: _Optional[int] = ..., started: _Optional[_Union[TurnStarted, _Mapping]] = ..., phase: _Optional[_Union[PhaseChanged, _Mapping]] = ..., plan: _Optional[_Union[PlanGenerated, _Mapping]] = ..., tool_started: _Optional[_Union[ToolStarted, _Mapping]] = ..., tool_event: _Optional[_Union[ToolOutput, _Mapping]] = ..., tool_finished: _Optional[_Union[ToolFinished, _Mapping]] = ..., replan: _Optional[_Union[Replan, _Mapping]] = ..., fallback: _Optional[_Union[Fallback, _Mapping]] = ..., narration: _Optional[_Union[NarrationToken, _Mapping]] = ..., choices: _Optional[_Union[Choices, _Mapping]] = ..., done: _Optional[_Union[TurnDone, _Mapping]] = ..., knowledge: _Optional[_Union[NpcKnowledge, _Mapping]] = ..., log: _Optional[_Union[LogLine, _Mapping]] = ..., check: _Optional[_Union[Check, _Mapping]] = ..., queued: _Optional[_Union[Queued, _Mapping]] = ...) -> None: ...
+
+class Queued(_message.Message):
+    __slots__ = ("position", "wait_s", "call")
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    WAIT_S_FIELD_NUMBER: _ClassVar[int]
+    CALL_FIELD_NUMBER: _ClassVar[int]
+    position: int
+    wait_s: float
+    call: str
+    def __init__(self, position: _Optional[int] = ..., wait_s: _Optional[float] = ..., call: _Optional[str] = ...) -> None: ...
 
 class Check(_message.Message):
     __slots__ = ("deed", "stat", "difficulty", "roll", "modifier", "total", "outcome", "cost", "formula", "source", "patch_json")
@@ -438,7 +450,7 @@ class ActorStatus(_message.Message):
     def __init__(self, name: _Optional[str] = ..., alive: _Optional[bool] = ..., restarts: _Optional[int] = ..., pid: _Optional[int] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
-    __slots__ = ("version", "actors", "model_path", "model_loads", "model_load_seconds", "model_queue_depth", "live_skill_processes", "skill_process_limit", "skill_queue_depth", "peak_skill_processes", "sessions", "turns_in_flight", "uptime_s", "data_dir", "model_file", "model_quantization")
+    __slots__ = ("version", "actors", "model_path", "model_loads", "model_load_seconds", "model_queue_depth", "live_skill_processes", "skill_process_limit", "skill_queue_depth", "peak_skill_processes", "sessions", "turns_in_flight", "uptime_s", "data_dir", "model_file", "model_quantization", "model_slots_used", "model_slots_max", "model_waiting")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     ACTORS_FIELD_NUMBER: _ClassVar[int]
     MODEL_PATH_FIELD_NUMBER: _ClassVar[int]
@@ -455,6 +467,9 @@ class StatusResponse(_message.Message):
     DATA_DIR_FIELD_NUMBER: _ClassVar[int]
     MODEL_FILE_FIELD_NUMBER: _ClassVar[int]
     MODEL_QUANTIZATION_FIELD_NUMBER: _ClassVar[int]
+    MODEL_SLOTS_USED_FIELD_NUMBER: _ClassVar[int]
+    MODEL_SLOTS_MAX_FIELD_NUMBER: _ClassVar[int]
+    MODEL_WAITING_FIELD_NUMBER: _ClassVar[int]
     version: str
     actors: _containers.RepeatedCompositeFieldContainer[ActorStatus]
     model_path: str
@@ -471,7 +486,22 @@ class StatusResponse(_message.Message):
     data_dir: str
     model_file: str
     model_quantization: str
-    def __init__(self, version: _Optional[str] = ..., actors: _Optional[_Iterable[_Union[ActorStatus, _Mapping]]] = ..., model_path: _Optional[str] = ..., model_loads: _Optional[int] = ..., model_load_seconds: _Optional[float] = ..., model_queue_depth: _Optional[int] = ..., live_skill_processes: _Optional[int] = ..., skill_process_limit: _Optional[int] = ..., skill_queue_depth: _Optional[int] = ..., peak_skill_processes: _Optional[int] = ..., sessions: _Optional[int] = ..., turns_in_flight: _Optional[int] = ..., uptime_s: _Optional[float] = ..., data_dir: _Optional[str] = ..., model_file: _Optional[str] = ..., model_quantization: _Optional[str] = ...) -> None: ...
+    model_slots_used: int
+    model_slots_max: int
+    model_waiting: _containers.RepeatedCompositeFieldContainer[ModelWait]
+    def __init__(self, version: _Optional[str] = ..., actors: _Optional[_Iterable[_Union[ActorStatus, _Mapping]]] = ..., model_path: _Optional[str] = ..., model_loads: _Optional[int] = ..., model_load_seconds: _Optional[float] = ..., model_queue_depth: _Optional[int] = ..., live_skill_processes: _Optional[int] = ..., skill_process_limit: _Optional[int] = ..., skill_queue_depth: _Optional[int] = ..., peak_skill_processes: _Optional[int] = ..., sessions: _Optional[int] = ..., turns_in_flight: _Optional[int] = ..., uptime_s: _Optional[float] = ..., data_dir: _Optional[str] = ..., model_file: _Optional[str] = ..., model_quantization: _Optional[str] = ..., model_slots_used: _Optional[int] = ..., model_slots_max: _Optional[int] = ..., model_waiting: _Optional[_Iterable[_Union[ModelWait, _Mapping]]] = ...) -> None: ...
+
+class ModelWait(_message.Message):
+    __slots__ = ("session_id", "kind", "position", "wait_s")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    WAIT_S_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    kind: str
+    position: int
+    wait_s: float
+    def __init__(self, session_id: _Optional[str] = ..., kind: _Optional[str] = ..., position: _Optional[int] = ..., wait_s: _Optional[float] = ...) -> None: ...
 
 class ListCampaignsRequest(_message.Message):
     __slots__ = ()

@@ -52,7 +52,8 @@ def cmd_daemon_turn(args: argparse.Namespace) -> int:
 
     plan_json = _read_plan_json(args.plan) if args.plan else None
     with NarratoriaClient() as client:
-        renderer = TurnRenderer(verbose=args.verbose)
+        renderer = TurnRenderer(verbose=args.verbose,
+                                dim=not args.json and sys.stdout.isatty())
         for ev in client.turn(args.session, text=args.text, choice=args.choice,
                               plan_json=plan_json, execute_only=args.execute_only):
             text = renderer.feed(ev)  # under --json too: it notes the turn's end

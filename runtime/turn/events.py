@@ -30,6 +30,8 @@ class TurnEventKind(enum.StrEnum):
     KNOWLEDGE = "knowledge"
     LOG = "log"
     CHECK = "check"
+    # The turn waits for a model slot (turn/queueing.py): its place in the model's queue.
+    QUEUED = "queued"
     # The turn ended without a ``done``: it failed, or the player cancelled it.
     ERROR = "error"
     CANCELLED = "cancelled"

@@ -277,6 +277,7 @@
     $("#free-text-input").disabled = busy;
     $("#cancel-turn").hidden = !busy;
     $("#turn-status").textContent = label || "";
+    delete $("#turn-status").dataset.queued;
     document.body.classList.toggle("busy", busy);
   }
 
@@ -289,6 +290,7 @@
     if (S.busy || !S.sid) return false;
     const sid = S.sid;
     setBusy(true, "The story is being told\u2026");
+    turnPhase = "The story is being told\u2026";
     tools = {};
     turnNotes = [];
     S.turnStart = Object.assign({}, S.shown);
@@ -409,13 +411,32 @@
     try { return JSON.parse(data); } catch (e) { return null; }
   }
 
+  // The turn's place in the model's queue ("queued" events: one when the wait starts and
+  // one per change); any other event means the model has taken the request.
+  let turnPhase = "";
+
+  function showQueued(q) {
+    const status = $("#turn-status");
+    if (!q) {
+      if (status.dataset.queued) status.textContent = turnPhase;
+      delete status.dataset.queued;
+      return;
+    }
+    status.dataset.queued = String(q.position || 0);
+    status.textContent = "Waiting for the model: position " + (q.position || "?") +
+      (q.wait_s >= 1 ? " (" + Math.round(q.wait_s) + " s)" : "") + "\u2026";
+  }
+
   function onEvent(ev, entry, narration) {
+    if (ev.kind !== "queued") showQueued(null);
     switch (ev.kind) {
+      case "queued": showQueued(ev.queued || {}); break;
       case "narration":
         narration.append(document.createTextNode((ev.narration && ev.narration.text) || ""));
         break;
       case "phase":
-        $("#turn-status").textContent = phaseLabel(ev.phase && ev.phase.phase);
+        turnPhase = phaseLabel(ev.phase && ev.phase.phase);
+        $("#turn-status").textContent = turnPhase;
         break;
       case "plan": {
         const list = (ev.plan && Array.isArray(ev.plan.tools)) ? ev.plan.tools : [];
