@@ -59,6 +59,11 @@ DEFAULT_MAX_WAITING = 64     # requests waiting past this are refused (QueueFull
 PREFILL_CHUNK = 128          # prompt tokens a program reads per step: decoding waits less
 BATCH_TOKENS = 512           # rows in one llama_decode at most
 
+# Requests with a deadline (a plan past the replan loop's 5 s budget is thrown away):
+# once one has decoded URGENT_AFTER_S, every other step decodes them alone.
+URGENT_KINDS = frozenset({"plan"})
+URGENT_AFTER_S = 2.0
+
 Row = tuple[int, int, int, bool]          # token, position, sequence, wants logits
 
 
@@ -619,6 +624,13 @@ class Batcher:
         first (decoding never waits behind a prompt), then prompt chunks, oldest
         first, while they fit."""
         ready = [r for r in self._running if r.pending is not None]
+        now = time.monotonic()
+        urgent = [r for r in ready if r.job.kind in URGENT_KINDS
+                  and now - (r.job.admitted or now) > URGENT_AFTER_S]
+        if urgent and len(urgent) < len(ready) and self.steps % 2:
+            # Every other step is theirs alone: a plan has a budget (the replan loop's
+            # 5 s), and a step of a few rows is a fraction of a full one's time.
+            ready = urgent
         small = [r for r in ready if len(r.pending.rows) <= len(r.lease.seqs)]  # type: ignore[union-attr]
         large = sorted((r for r in ready if r not in small), key=lambda r: r.job.id)
         chosen, room = [], self.batch_tokens
