@@ -29,6 +29,7 @@ from narratoria.runtime.campaign.loaded import LoadedCampaign
 from narratoria.runtime.characters import CharacterStore
 from narratoria.runtime.characters.realize import load_campaign_context, realize
 from narratoria.runtime.files import PRIVATE_UMASK
+from narratoria.runtime.host.identity import LOCAL_OWNER
 from narratoria.runtime.planner.base import PlanRequest
 from narratoria.runtime.planner.choices import SceneFacts, fallback_choices
 from narratoria.runtime.planner.deeds import session_entities
@@ -54,6 +55,11 @@ from narratoria.runtime.turn.scene import SceneInput, SceneServices, run_scene, 
 from narratoria.runtime.turn.scene_world import campaign_world, opening_text, scene_facts
 
 log = logging.getLogger(__name__)
+
+# Turns one client identity may have in flight: a web page with a few tabs plays on, and
+# one identity's many sessions cannot fill the model's queue for everyone else (the
+# device's owner, who starts loadtests, is not bounded).
+CLIENT_TURNS = 4
 
 
 class _QueueShown:
@@ -329,7 +335,10 @@ class CoordinatorActor:
         """Open a turn and return its id; the turn runs on without the caller. With
         ``plan_json`` the turn runs that plan instead of planning one."""
         plan = decode_plan(plan_json, "plan_json") if plan_json is not None else None
-        turn = self.turns.open(session_id)  # claimed before the awaits below: one at a time
+        # Claimed before the awaits below: one at a time per session, and a client
+        # identity (not the device's owner) has at most CLIENT_TURNS in flight.
+        turn = self.turns.open(session_id, owner,
+                               None if owner in (None, LOCAL_OWNER) else CLIENT_TURNS)
         try:
             session: SessionRecord = await self.store.get_session.remote(session_id, owner)
             if session.status != "active":

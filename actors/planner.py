@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, AsyncIterator
 
@@ -27,6 +28,7 @@ from narratoria.runtime.streams import ProducerStream, Put
 from narratoria.actors.embedder import RemoteEmbedder
 
 STREAM_FLUSH_S = 0.05  # narration reaches clients at most 20 times a second
+THREAD_MARGIN = 8      # threads beyond the model's slots and queue (router, warm-up)
 
 
 class PlannerActor:
@@ -46,6 +48,19 @@ class PlannerActor:
                if narration_candidates is not None else {}))
         self._embedder_name = embedder_name
         self._routed: RoutedPlanner | None = None
+        self._threads_for: asyncio.AbstractEventLoop | None = None
+
+    def _wide_threads(self) -> None:
+        """Every model request waits for its result in a thread (asyncio.to_thread), and
+        the loop's default pool has cpu_count + 4 of them: on 2 cores the seventh of
+        eight concurrent plans would wait for a thread, its 5 s budget running, before
+        the model ever saw it. The pool is made as wide as the requests the model holds."""
+        loop = asyncio.get_running_loop()
+        if self._threads_for is not loop:
+            workers = self.planner.slots + self.planner.max_waiting + THREAD_MARGIN
+            loop.set_default_executor(ThreadPoolExecutor(max_workers=workers,
+                                                         thread_name_prefix="planner-wait"))
+            self._threads_for = loop
 
     def status(self) -> dict[str, Any]:
         routing = self._routed.status() if self._routed is not None else {}
@@ -60,6 +75,7 @@ class PlannerActor:
         return self.planner.has_room()
 
     async def _router(self) -> RoutedPlanner:
+        self._wide_threads()
         if self._routed is None:
             # The embedder is looked up at first use: actors start in any order.
             embedder = await asyncio.to_thread(RemoteEmbedder.named, self._embedder_name)
@@ -78,6 +94,7 @@ class PlannerActor:
 
     async def complete(self, prompt: str, max_tokens: int = 400) -> str:
         """One free-text answer from the model (a player character's realisation)."""
+        self._wide_threads()
         text, _stats = await asyncio.to_thread(
             self.planner.complete, [{"role": "user", "content": prompt}], "complete",
             max_tokens=max_tokens)
@@ -86,6 +103,7 @@ class PlannerActor:
     async def choices(self, context: NarrationContext, narration: str,
                       facts: SceneFacts | None = None) -> list[str]:
         """The menu for ``narration``; ``facts``: the scene's world (scene_world.py)."""
+        self._wide_threads()
         cancel = threading.Event()
         try:
             return await asyncio.to_thread(model_choices, self.planner, context, narration,

@@ -46,7 +46,7 @@ from narratoria.runtime.skills.discovery import Skill, SkillError, load_skill
 from narratoria.runtime.store import RecordError, RecordNotFound, StoreError
 from narratoria.runtime.turn.compose import BadChoice
 from narratoria.runtime.turn.events import TurnEventKind as Kind
-from narratoria.runtime.turn.registry import TurnBusy
+from narratoria.runtime.turn.registry import TurnBusy, TurnLimit
 from narratoria.runtime.planner.batching import QueueFull
 
 STREAMING_METHODS = ("/Turn", "/IngestCampaign")
@@ -56,6 +56,7 @@ _CODES: list[tuple[type[BaseException], grpc.StatusCode]] = [
     (frontend.AssetNotFound, grpc.StatusCode.NOT_FOUND),
     (frontend.AssetTooLarge, grpc.StatusCode.RESOURCE_EXHAUSTED),
     (QueueFull, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (TurnLimit, grpc.StatusCode.RESOURCE_EXHAUSTED),
     (CharacterNotFound, grpc.StatusCode.NOT_FOUND),
     (RecordNotFound, grpc.StatusCode.NOT_FOUND),
     (SessionForbidden, grpc.StatusCode.PERMISSION_DENIED),

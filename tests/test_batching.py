@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from narratoria.runtime.planner.batching import Cancelled, QueueFull
+from narratoria.runtime.planner.batching import EXPRESS_SLOTS, Cancelled, QueueFull
 from narratoria.runtime.planner.generation import Options, generate
 from narratoria.runtime.planner.model import ModelPlanner
 
@@ -151,3 +151,39 @@ def test_a_request_past_its_context_fails_alone_and_says_why() -> None:
     with pytest.raises(BatchError, match="context is full"):
         long_job.wait()
     small.close()
+
+
+def test_a_plan_goes_before_waiting_narrations_and_past_full_slots() -> None:
+    """A plan has a deadline (the turn loop gives up after 5 s): it is admitted before
+    the other sessions' waiting requests, into the express lane when every slot is
+    taken; with the lane full too it waits first in line."""
+    planner = ModelPlanner(slots=1, narration_candidates=1)
+    opened = threading.Event()
+    short = Options(max_tokens=2)
+    try:
+        holder = planner.submit("narration", gate(opened), session="a")
+        deadline = time.monotonic() + 10
+        while not planner.batcher.busy and time.monotonic() < deadline:
+            time.sleep(0.01)
+        narration = planner.submit("narration", writer(planner, "Other", short), session="b")
+        plan = planner.submit("plan", writer(planner, "A plan", short), session="c")
+        plan._done.wait(30)
+        assert plan.done and plan.error is None, plan.error
+        assert narration.admitted is None  # the one slot is still held
+        # The express lane full of plans: the next plan waits, first in line.
+        lane = [planner.submit("plan", gate(opened), session=f"p{i}")
+                for i in range(EXPRESS_SLOTS)]
+        while planner.batcher.running() < 1 + EXPRESS_SLOTS and time.monotonic() < deadline:
+            time.sleep(0.01)
+        later = planner.submit("narration", writer(planner, "Later", short), session="d")
+        waiting_plan = planner.submit("plan", writer(planner, "Plan two", short), session="e")
+        assert [w["session"] for w in planner.status()["waiting"]] == ["e", "b", "d"]
+        assert planner.queue_position("e")["position"] == 1
+        assert planner.queue_position("b")["position"] == 2
+        opened.set()
+        for job in (holder, *lane, narration, later, waiting_plan):
+            job.wait()
+        assert waiting_plan.admitted <= narration.admitted < later.admitted
+    finally:
+        opened.set()
+        planner.close()

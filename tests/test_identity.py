@@ -54,3 +54,36 @@ def test_a_client_sees_and_plays_only_its_own_sessions(pattern_daemon):
         with pytest.raises(ClientError) as unknown_stream:
             list(forged.turn(mine.id, text="hello"))
         assert unknown_stream.value.code == "UNAUTHENTICATED"
+
+
+def test_one_client_identity_cannot_fill_the_model_with_turns(pattern_daemon):
+    """A client identity has at most CLIENT_TURNS turns in flight across its sessions;
+    past that its new turn is refused at once (RESOURCE_EXHAUSTED, saying why) and
+    claims nothing: the refused session plays once a turn has ended."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from narratoria.actors.coordinator import CLIENT_TURNS
+
+    token = ClientRegistry(pattern_daemon.dir / "data").add("flood")
+    target = f"unix://{pattern_daemon.socket}"
+    n = CLIENT_TURNS * 2
+    with NarratoriaClient(target, client_token=token) as c:
+        sessions = [c.create_session(title=f"flood {i}").id for i in range(n)]
+
+    def one(sid: str) -> str:
+        with NarratoriaClient(target, client_token=token) as client:
+            try:
+                events = list(client.turn(sid, text="I walk along the quay at dusk"))
+            except ClientError as exc:
+                assert exc.code == "RESOURCE_EXHAUSTED", exc
+                assert "turns in flight" in exc.message, exc
+                return "refused"
+            return events[-1].WhichOneof("event")
+
+    with ThreadPoolExecutor(n) as pool:
+        ends = list(pool.map(one, sessions))
+    assert ends.count("done") >= CLIENT_TURNS and ends.count("refused") >= 1, ends
+    assert set(ends) <= {"done", "refused"}, ends
+    refused = sessions[ends.index("refused")]
+    with NarratoriaClient(target, client_token=token) as c:
+        assert list(c.turn(refused, text="I try again"))[-1].WhichOneof("event") == "done"

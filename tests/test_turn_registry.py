@@ -9,7 +9,7 @@ import asyncio
 import pytest
 
 from narratoria.runtime.turn.events import STORING_PHASE, TurnEventKind as Kind
-from narratoria.runtime.turn.registry import TurnBusy, TurnRegistry
+from narratoria.runtime.turn.registry import TurnBusy, TurnLimit, TurnRegistry
 
 
 class Clock:
@@ -33,6 +33,26 @@ def test_a_session_has_one_turn_in_flight_and_another_after_it():
         registry.abandon(other)
         assert registry.in_flight == 1 and other.id not in registry.turns
         assert registry.turns_done == 1
+
+    asyncio.run(main())
+
+
+def test_one_identity_has_at_most_its_limit_of_turns_in_flight():
+    async def main():
+        registry = TurnRegistry()
+        mine = [registry.open(f"m{i}", "client:web", limit=2) for i in range(2)]
+        with pytest.raises(TurnLimit, match="client:web already has 2 turns in flight"):
+            registry.open("m2", "client:web", limit=2)
+        assert "m2" not in registry.active  # the refused turn claimed nothing
+        # Another identity, and the device's owner (no limit), are not held up.
+        registry.open("o1", "client:phone", limit=2)
+        for i in range(5):
+            registry.open(f"local{i}", "local")
+        assert registry.in_flight_of("client:web") == 2 and registry.in_flight_of("local") == 5
+        await registry.run(mine[0], asyncio.sleep(0))  # one ends: room for one more
+        registry.open("m2", "client:web", limit=2)
+        registry.abandon(mine[1])
+        assert registry.in_flight_of("client:web") == 1
 
     asyncio.run(main())
 

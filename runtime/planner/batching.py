@@ -28,6 +28,8 @@ Invariants:
   first, or the cache is full.
 - Admission is fair: each session's requests in order, the sessions in turn, at most
   ``slots`` programs at once, at most ``max_waiting`` waiting (:class:`QueueFull`).
+  A plan, which the turn loop drops after 5 s, goes before the other sessions'
+  waiting requests and may run up to ``EXPRESS_SLOTS`` past the slots.
 - A cancelled job leaves the queue at once, or its program is closed before the
   next step and its sequences are free.
 """
@@ -63,6 +65,8 @@ BATCH_TOKENS = 512           # rows in one llama_decode at most
 # once one has decoded URGENT_AFTER_S, every other step decodes them alone.
 URGENT_KINDS = frozenset({"plan"})
 URGENT_AFTER_S = 2.0
+# Such requests are admitted first, and may run this many past the slots.
+EXPRESS_SLOTS = 2
 
 Row = tuple[int, int, int, bool]          # token, position, sequence, wants logits
 
@@ -367,16 +371,18 @@ class Batcher:
         return sum(len(q) for q in self._waiting.values())
 
     def waiting(self) -> list[Job]:
-        """Waiting jobs in the order they will be admitted (sessions in turn)."""
+        """Waiting jobs in the order they will be admitted: sessions in turn, the plans
+        at the head of their session's queue first."""
         with self._cond:
             queues = [list(q) for q in self._waiting.values()]
         order: list[Job] = []
         for rank in itertools.count():
             layer = [q[rank] for q in queues if rank < len(q)]
             if not layer:
-                return order
+                break
             order.extend(layer)
-        return order
+        heads = {id(q[0]) for q in queues}
+        return sorted(order, key=lambda j: not (id(j) in heads and j.kind in URGENT_KINDS))
 
     def position(self, session: str) -> tuple[int, Job] | None:
         """1-based admission position of ``session``'s oldest waiting job, with it."""
@@ -519,12 +525,12 @@ class Batcher:
         return sorted(free, key=lambda s: (bool(self.cells[s]), self._used_at[s]))
 
     def _admit(self) -> None:
-        while self._waiting and len(self._running) < self.slots:
-            session, q = next(iter(self._waiting.items()))
-            job = q[0]
+        while (pick := self._next_to_admit()) is not None:
+            session, job = pick
             free = self._free_seqs()
             if len(free) < job.need:
                 return  # in order: the next one waits for sequences too
+            q = self._waiting[session]
             q.popleft()
             self._waiting.move_to_end(session)
             if not q:
@@ -538,6 +544,19 @@ class Batcher:
             self._running.append(running)
             self.peak_running = max(self.peak_running, len(self._running))
             self._advance(running, None)
+
+    def _next_to_admit(self) -> tuple[str, Job] | None:
+        """The session whose oldest request goes in next, with it: sessions in turn, but
+        a request with a deadline (a plan) before the others, and past the slots into
+        the express lane (:data:`EXPRESS_SLOTS`): a plan queued behind a batch of
+        narrations would spend its budget waiting."""
+        heads = [(session, q[0]) for session, q in self._waiting.items()]
+        urgent = [head for head in heads if head[1].kind in URGENT_KINDS]
+        if heads and len(self._running) < self.slots:
+            return (urgent or heads)[0]
+        if urgent and len(self._running) < self.slots + EXPRESS_SLOTS:
+            return urgent[0]
+        return None
 
     def _advance(self, running: _Running, indices: list[int] | None) -> None:
         """Run ``running``'s program to its next Decode (or its end)."""

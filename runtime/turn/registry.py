@@ -30,10 +30,16 @@ class TurnBusy(RuntimeError):
     """The session already has a turn in flight."""
 
 
+class TurnLimit(RuntimeError):
+    """The caller already has as many turns in flight as it may (one identity's many
+    sessions must not fill the model's queue for everyone else)."""
+
+
 @dataclass
 class Turn:
     id: str
     session_id: str
+    owner: str | None = None
     clock: Callable[[], float] = time.monotonic
     started: float = 0.0
     events: list[dict[str, Any]] = field(default_factory=list)
@@ -71,15 +77,26 @@ class TurnRegistry:
     def in_flight(self) -> int:
         return len(self.active)
 
-    def open(self, session_id: str) -> Turn:
-        """A new turn of ``session_id``, claimed at once (TurnBusy if it has one)."""
+    def open(self, session_id: str, owner: str | None = None,
+             limit: int | None = None) -> Turn:
+        """A new turn of ``session_id``, claimed at once (TurnBusy if it has one;
+        TurnLimit if ``owner`` already has ``limit`` turns in flight)."""
         self._forget_old()
         if session_id in self.active:
             raise TurnBusy(f"session {session_id!r} already has a turn in flight")
-        turn = Turn(id=uuid.uuid4().hex[:12], session_id=session_id, clock=self.clock)
+        if limit is not None and self.in_flight_of(owner) >= limit:
+            raise TurnLimit(f"{owner} already has {limit} turns in flight (the most one "
+                            "client may have); wait for one to end")
+        turn = Turn(id=uuid.uuid4().hex[:12], session_id=session_id, owner=owner,
+                    clock=self.clock)
         self.turns[turn.id] = turn
         self.active[session_id] = turn.id
         return turn
+
+    def in_flight_of(self, owner: str | None) -> int:
+        """Turns of ``owner``'s sessions in flight now."""
+        return sum(1 for turn_id in self.active.values()
+                   if (turn := self.turns.get(turn_id)) is not None and turn.owner == owner)
 
     def abandon(self, turn: Turn) -> bool:
         """The turn could not start: forget it. True: its session ended meanwhile, and
