@@ -427,3 +427,78 @@ def test_a_deed_naming_a_person_and_a_group_is_done_to_the_one_the_fit_reads(emb
     assert sense.read("I elbow Bram in front of the Ferrymen", cast).target.entity.id == "bram"
     no_group = deed_sense.fit(examples[len(to_group) - 5:], embedder)  # 5 to the group
     assert deed_sense.GROUP not in no_group.weights
+
+
+def _done(deeds) -> list[tuple[str, str]]:
+    return sorted((d.target.id, "up" if d.delta > 0 else "down") for d in deeds)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("I deliver Corran to the Tithe Wardens in irons", [("corran_hale", "down"),
+                                                         ("tithe_wardens", "up")]),
+    ("I turn Wick over to the Lampwrights for the missing oil", [("lampwrights_guild", "up"),
+                                                                 ("wick", "down")]),
+    ("I give Meret up to the Bellkeepers", [("bellkeepers", "up"), ("meret_alder", "down")]),
+    ("I take Tamsin's side against the Tithe Wardens", [("tamsin_cask", "up"),
+                                                         ("tithe_wardens", "down")]),
+    ("I side with Odile against the Lampwrights", [("lampwrights_guild", "down"),
+                                                    ("odile_venn", "up")]),
+])
+def test_a_person_handed_to_a_group_or_sided_with_against_one_is_a_deed_to_each(
+        sense, text, expected):
+    assert _done(sense.turn(text, LONG_EBB)[0]) == expected
+
+
+@pytest.mark.parametrize("text", [
+    "I bring Tamsin to the Bellkeepers so she can pray with them",  # taking along: a kindness
+    "I hand Wick a coin to give to the Lampwrights",                # a gift carried
+    "I think about handing Corran over to the Tithe Wardens",        # only thought of
+])
+def test_taking_someone_along_or_a_gift_carried_is_no_handing_over(sense, text):
+    deeds = sense.turn(text, LONG_EBB)[0]
+    assert not ({d.target.kind for d in deeds} == {"npc", "faction"}
+                and any(d.event == "betrayed" for d in deeds)), _done(deeds)
+
+
+@pytest.mark.parametrize("text, entities, expected", [
+    ("I tell Odile the Lampwrights are cheats and thieves", LONG_EBB,
+     [("lampwrights_guild", "down")]),
+    ("I tell Corran, loud enough for the quay to hear, that the Tithe Wardens are bullies",
+     LONG_EBB, [("tithe_wardens", "down")]),
+    ("I tell Captain Ilyana the Ravens are cowards who ran from the battle", (),
+     [("ravens", "down")]),
+    ("I tell Corran he is a coward", LONG_EBB, [("corran_hale", "down")]),
+])
+def test_a_harm_told_to_someone_about_a_group_is_done_to_the_group(sense, text, entities,
+                                                                    expected):
+    assert _done(sense.turn(text, entities)[0]) == expected
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("would it be bad if I lied to Meret about the bell?", [("meret_alder", "down")]),
+    ("may I borrow Odile's lens without telling her?", [("odile_venn", "down")]),
+    ("can I ask Odile where the ferry leaves?", []),
+    ("can I trust Corran?", []),  # a standing question, not a deed
+])
+def test_a_deed_asked_leave_for_is_read_as_done(sense, text, expected):
+    assert _done(sense.turn(text, LONG_EBB)[0]) == expected
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("tamsin gets a slap from me for spilling the wine", [("tamsin_cask", "down")]),
+    ("Wick ends the night owing me his life", [("wick", "up")]),
+    ("Odile gives me a lamp for the road", []),  # done to the player
+])
+def test_the_player_named_as_the_doer_after_someone_else_is_read(sense, text, expected):
+    assert _done(sense.turn(text, LONG_EBB)[0]) == expected
+
+
+def test_a_standing_question_a_verb_list_misreads_is_still_asked(sense):
+    # "stand with" is a deed to the lists ("I stand with the Bellkeepers"), not here.
+    assert sense.turn("where do i stand with the bellkeepers", LONG_EBB) == ([], True)
+
+
+def test_a_name_then_a_group_is_two_names():
+    said = [(m.entity.name, m.entity.kind) for m in
+            mentions("I tell Ilyana the Ravens are cowards")]
+    assert said == [("Ilyana", "npc"), ("Ravens", "faction")]

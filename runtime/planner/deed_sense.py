@@ -39,7 +39,8 @@ import numpy as np
 
 from narratoria.runtime.embedding import EmbeddingBackend
 from narratoria.runtime.planner.deeds import (EVENTS, PERCEPTION, REPUTATION, Deed, Entity, Mention, asks_standing,
-                    fair_trade, mentions, read_deeds, unnamed)
+                    fair_trade, mentions, person_and_group, read_deeds, told_about_group,
+                    unnamed)
 from narratoria.runtime.planner.router import PENALTY_C, build_vocabulary, clauses, fit_logistic, lexical, sigmoid
 
 KIND, HARMFUL, QUERY = "kind", "harmful", "query"
@@ -262,6 +263,12 @@ class DeedSense:
         return Reading(side, probabilities, named_people)
 
     def turn(self, text: str, entities: Sequence[Entity] = ()) -> tuple[list[Deed], bool]:
+        """The deeds ``text`` does, and whether it asks where the player stands (see
+        :meth:`_turn`); a harm told to someone about a group is done to the group."""
+        deeds, asks = self._turn(text, entities)
+        return told_about_group(text, entities, deeds), asks
+
+    def _turn(self, text: str, entities: Sequence[Entity] = ()) -> tuple[list[Deed], bool]:
         """The deeds ``text`` does, and whether it asks where the player stands.
 
         The verb lists first: they name the event and every target. The sense reads
@@ -269,7 +276,9 @@ class DeedSense:
         reading (a deed, a question) whose probability is under :attr:`veto_below`
         ("I buy oil from the guild at the normal price" reads no deed). Someone
         else's act and paying the asking price are no deed of the player's."""
-        deeds, asks = read_deeds(text, entities), asks_standing(text)
+        asks = asks_standing(text)
+        text = text if asks else as_done(text)
+        deeds = read_deeds(text, entities)
         reading = self._own_reading(text, entities)
         sure = bool(reading.probabilities)  # no probabilities: weights for another embedder
         if deeds and (_UNDONE.search(text) or (
@@ -277,9 +286,14 @@ class DeedSense:
             # thought of, not done ("I think about robbing them. Not tonight."), or a
             # price paid in another clause ("the docking fee, standard rate")
             deeds = []
-        if deeds:
-            vetoed = sure and reading.probabilities[DEED] < self.veto_below
-            return ([] if vetoed else deeds), False
+        both = person_and_group(text, entities)
+        if both and not _UNDONE.search(text) and not (
+                sure and reading.probabilities[DEED] < self.decide_at):
+            return both, False  # a person handed to a group, or sided with against one
+        if deeds and not (sure and reading.probabilities[DEED] < self.veto_below):
+            return deeds, False
+        if deeds:  # the lists misread it ("where do i stand with the sidewinders")
+            return [], bool(asks and reading.probabilities[QUERY] >= self.veto_below)
         if asks and not (sure and reading.probabilities[QUERY] < self.veto_below):
             return [], True
         if reading.side == QUERY:
@@ -373,8 +387,29 @@ _UNDONE = re.compile(r"\b(?:not (?:now|tonight|yet|today)\b|sleep on it|(?:don't
                      r"for now,? i\b)", re.I)
 
 
+# The player named as the doer where someone else is the sentence's subject.
+_BY_ME = re.compile(r"\b(?:by|from|courtesy of|thanks to|because of|owing|owes|owed) me\b"
+                    r"|\bgets? my\b|\bmy doing\b", re.I)
+
 # Where an input's sentences part; "while I" and "as I" start the player's own clause.
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\s+(?:while|as|until|till)\s+(?=(?:I|i|we)\b)")
+
+
+# A deed asked leave for is read as done: "can I pick Corran's pocket?", "is it ok if i
+# give Wick my boots?", "am I allowed to tell Orla about the track?".
+_LEAVE = re.compile(
+    r"^\W*(?:(?:um+|uh+|so|ok(?:ay)?|hey|wait|hmm+)\W+)*(?:"
+    r"(?:can|could|may) (?:i|we|my character)"
+    r"|is it (?:ok|okay|alright|all right|fine|possible) (?:if|for me to|to)(?: i| we)?"
+    r"|(?:am i|are we) allowed to"
+    r"|would it be (?:bad|ok|okay|wrong|rude) if (?:i|we)"
+    r"|how (?:do|can|could|would) (?:i|we))\s+", re.I)
+
+
+def as_done(text: str) -> str:
+    """``text`` with a request for leave to act ("can I ...?") told as the act ("I ...")."""
+    match = _LEAVE.match(text)
+    return f"I {text[match.end():]}" if match else text
 
 
 def _people(named: Sequence[Mention]) -> tuple[Mention, ...]:
@@ -394,7 +429,11 @@ def _players_part(text: str, entities: Sequence[Entity]) -> str:
 
 def _others_act(text: str, named: Sequence[Mention]) -> bool:
     """Someone else is the input's subject and the player does nothing ("Wick pockets a
-    warden's button", "Odile gives me a contract" is done to the player)."""
+    warden's button", "Odile gives me a contract" is done to the player), unless the
+    player is the doer all the same ("Tallow gets a slap from me", "the shipment gets
+    hijacked. by me", "Ivo ends the night owing me his life")."""
+    if _BY_ME.search(text):
+        return False
     words = [w.lower().split("'")[0] for w in _TOKEN.findall(text.replace("’", "'"))]
     subject = bool(words) and (words[0] in _THIRD_PERSON or any(m.start == 0 for m in named))
     return subject and not any(w in ("i", "we", "let", "lets") for w in words)

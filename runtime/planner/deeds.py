@@ -622,6 +622,10 @@ class Deed:
         return SKILL_OF[self.target.kind]
 
 
+def _plural(word: str) -> bool:
+    return word.endswith("s") and not word.endswith("ss")
+
+
 def mentions(text: str, entities: Sequence[Entity] = ()) -> list[Mention]:
     """Who ``text`` names, in order: known entities by their aliases (longest first),
     capitalised groups ("the Harbour Council"), plural group nouns ("the riders") and,
@@ -685,6 +689,8 @@ def mentions(text: str, entities: Sequence[Entity] = ()) -> list[Mention]:
                     k += 1
                 if k == j or k >= len(tokens) or not tokens[k].capital or k in taken:
                     break
+                if tokens[j].word == "the" and k == j + 1 and _plural(tokens[k].word):
+                    break  # "tell Ilyana the Ravens are cowards": a name, then a group
                 j = k
             run = [t for t in tokens[i:j]]
             # "the King's Riders" keeps its possessive inside the name: kings_riders
@@ -1100,6 +1106,75 @@ def fair_trade(clause: str) -> bool:
         if not before or before[-1].lower() not in _MORE_THAN:
             return True
     return False
+
+
+# Verbs that hand a person over to a group ("I deliver Quill to the Thorn Household",
+# "give Ivo up to the Hunt", "turn the Warden over to the Moth Kin"); "bring" and "lead"
+# are left out: taking someone to a group is as often a kindness.
+_HANDING = frozenset("hand deliver surrender sell betray turn give drag march haul".split())
+_HANDING_PARTICLES = frozenset("over up in back".split())
+# Siding with a person against a group ("take Big Tom's side against the Company", "side
+# with Nadia against the Guild", "stand by Orla against the riders").
+_SIDING = frozenset("side take stand back defend support".split())
+
+
+def person_and_group(text: str, entities: Sequence[Entity] = ()) -> list[Deed]:
+    """One act that is a deed to a person and another to a group, else none: a person
+    handed over to a group (the person betrayed, the group favoured) or a person's side
+    taken against a group (the person defended, the group denounced). The person follows
+    the verb closely, and only a particle ("over", "up") or "side" stands between the
+    person and "to" or "against" the group."""
+    words = _words(text)
+    named = mentions(text, entities)
+    for person in (m for m in named if m.entity.kind == "npc" and not m.guess):
+        lead = {_lemma(w) for w in words[max(0, person.start - 3):person.start]}
+        for group in named:
+            if group.entity.kind != "faction" or group.holding is not None \
+                    or group.start <= person.end:
+                continue
+            joint = group.start - (2 if words[group.start - 1] in ("the", "their") else 1)
+            between = words[person.end:joint]
+            if len(between) > 2:
+                continue
+            if words[joint] == "to" and lead & _HANDING and set(between) <= _HANDING_PARTICLES:
+                pair = ("betrayed", "favoured")
+            elif words[joint] == "against" and lead & _SIDING and set(between) <= {"side"}:
+                pair = ("defended", "denounced")
+            else:
+                continue
+            reason = _reason(text)
+            return [Deed(person.entity, pair[0], EVENTS[pair[0]].perception, reason),
+                    Deed(group.entity, pair[1], EVENTS[pair[1]].reputation, reason)]
+    return []
+
+
+_SPEECH = frozenset("tell inform assure remind write".split())
+_ASIDE_MAX = 12  # words between whom the player tells and "that"
+
+
+def told_about_group(text: str, entities: Sequence[Entity], deeds: list[Deed]) -> list[Deed]:
+    """A harm said to a person about a group ("I tell Captain Ilyana the Ravens are
+    cowards", "tell Mother Ofelia her Mission is a racket", "I tell Tallow, loud enough
+    for the Loft to hear, that the Glamourwrights' seemings are rags") is done to the
+    group, not to whom it is told: the told person's deed becomes the group's."""
+    if len(deeds) != 1 or deeds[0].target.kind != "npc" or deeds[0].delta >= 0:
+        return deeds
+    words = _words(text)
+    named = mentions(text, entities)
+    for told in named:
+        if told.entity != deeds[0].target or told.start == 0 \
+                or _lemma(words[told.start - 1]) not in _SPEECH:
+            continue
+        at = told.end
+        if "that" in words[at:at + _ASIDE_MAX]:
+            at = words.index("that", at) + 1
+        while at < len(words) and words[at] in ("the", "his", "her", "their", "those", "all"):
+            at += 1
+        group = next((m for m in named if m.start == at and m.entity.kind == "faction"), None)
+        if group is not None:
+            event = deeds[0].event
+            return [Deed(group.entity, event, EVENTS[event].reputation, deeds[0].reason)]
+    return deeds
 
 
 _TO_GAINS = frozenset({"betrayed", "denounced"})
