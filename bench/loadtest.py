@@ -134,16 +134,22 @@ class _Sampler(threading.Thread):
                   f"queue {queue}, failures {failed}")
 
 
+END_WAIT_S = 30.0  # a client's session end in flight, waited for when the run ends
+
+
 class _Sessions:
     """The sessions a run opened, to end when it is over. Each client ends its own when
     it stops; ``end_all`` ends what is left (a run that failed or was interrupted) and
-    turns away any session opened after it (a client still starting)."""
+    turns away any session opened after it (a client still starting), and waits for the
+    ends a client has begun: an interrupted run exits when they are done, not before."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
+        self.settled = threading.Condition(self.lock)
         self.open: set[str] = set()
         self.opened = 0
         self.not_ended = 0
+        self.ending = 0   # ends a client thread has begun and not finished
         self.closed = False
 
     def add(self, client: Any, sid: str) -> bool:
@@ -161,13 +167,22 @@ class _Sessions:
             if sid not in self.open:
                 return
             self.open.discard(sid)
-        self._end(client, sid)
+            self.ending += 1
+        try:
+            self._end(client, sid)
+        finally:
+            with self.lock:
+                self.ending -= 1
+                self.settled.notify_all()
 
     def end_all(self, client_factory: Callable[[], Any]) -> None:
         with self.lock:
             self.closed = True
             left = sorted(self.open)
             self.open.clear()
+            # A client's own end in flight: the run (its threads are daemons) must not
+            # exit under it and leave that session open.
+            self.settled.wait_for(lambda: self.ending == 0, timeout=END_WAIT_S)
         if not left:
             return
         try:
