@@ -154,6 +154,27 @@ def zygote():
     z.close()
 
 
+@pytest.fixture(scope="module")
+def routed():
+    """The routed planner the daemon runs: the real model behind the MiniLM router, every
+    built-in skill registered (a module that needs other skills defines its own)."""
+    from narratoria.runtime.embedding import shared_local
+    from narratoria.runtime.planner.model import ModelPlanner
+    from narratoria.runtime.planner.routed import routed_planner
+    from narratoria.runtime.skills.registry import SkillRegistry
+
+    registry = SkillRegistry([BUILTIN_SKILLS])
+    return routed_planner(ModelPlanner(skills=registry.get), shared_local())
+
+
+@pytest.fixture(scope="module")
+def every() -> tuple:
+    """Every built-in skill script, the disabled ones too: what a plan request offers."""
+    from narratoria.runtime.skills.registry import SkillRegistry
+
+    return tuple(SkillRegistry([BUILTIN_SKILLS]).scripts(include_disabled=True))
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test of a module that starts daemons (it holds :class:`support.daemon.Daemon`), or
     that uses a daemon fixture (every one is named so), is a ``daemon`` test: the fast

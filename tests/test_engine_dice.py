@@ -9,11 +9,9 @@ import asyncio
 
 import pytest
 
-from conftest import BUILTIN_SKILLS
 from narratoria.runtime.planner.base import PlanRequest
 from narratoria.runtime.planner.routed import CHECK_FORMULA, engine_dice
 from narratoria.runtime.skillrun.plan import Plan, ToolInvocation, validate_plan
-from narratoria.runtime.skills.registry import SkillRegistry
 
 
 def roll(tool_id: str = "t1", **tool_input) -> ToolInvocation:
@@ -43,21 +41,6 @@ def test_words_alone_lose_the_dice_roller_and_keep_the_rest_of_the_plan():
     alone = engine_dice(plan_of(roll(formula="2d6")), 'I say "Let the dice decide, warden"')
     assert alone.tools == [] and alone.narrative  # the narrator takes the turn
     validate_plan(alone)
-
-
-@pytest.fixture(scope="module")
-def routed():
-    from narratoria.runtime.embedding import shared_local
-    from narratoria.runtime.planner.model import ModelPlanner
-    from narratoria.runtime.planner.routed import routed_planner
-
-    registry = SkillRegistry([BUILTIN_SKILLS])
-    return routed_planner(ModelPlanner(skills=registry.get), shared_local())
-
-
-@pytest.fixture(scope="module")
-def every() -> tuple:
-    return tuple(SkillRegistry([BUILTIN_SKILLS]).scripts(include_disabled=True))
 
 
 def rolls(routed, every, text: str) -> list[dict]:

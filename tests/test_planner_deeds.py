@@ -297,21 +297,6 @@ def test_a_case_without_effects_scores_as_before():
 # --- the routed planner writes the deed's calls ---------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def routed():
-    from narratoria.runtime.embedding import shared_local
-    from narratoria.runtime.planner.model import ModelPlanner
-    from narratoria.runtime.planner.routed import routed_planner
-
-    registry = SkillRegistry([BUILTIN_SKILLS])
-    return routed_planner(ModelPlanner(skills=registry.get), shared_local())
-
-
-@pytest.fixture(scope="module")
-def every() -> tuple:
-    return tuple(SkillRegistry([BUILTIN_SKILLS]).scripts(include_disabled=True))
-
-
 def plan_for(routed, every, text: str, entities=()) -> Plan:
     from narratoria.runtime.skillrun.plan import validate_plan
 

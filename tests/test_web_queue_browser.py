@@ -18,7 +18,7 @@ from support.browser import chromium, playwright_or_skip  # noqa: E402
 playwright_or_skip()
 
 from narratoria.clients.client import NarratoriaClient  # noqa: E402
-from support.web import LiveGateway  # noqa: E402
+from support.web import pattern_gateway  # noqa: E402
 
 TURN_TIMEOUT_MS = 180_000
 # Every text the turn's status line shows, as it changes (a wait is over in seconds).
@@ -32,15 +32,8 @@ RECORD_STATUS = """() => {
 
 @pytest.fixture(scope="module")
 def live(config_dir):
-    from support.daemon import HASH_EMBEDDER, Daemon
-
-    daemon = Daemon("--planner", "pattern", *HASH_EMBEDDER, "--model-slots", "1")
-    client = NarratoriaClient(f"unix://{daemon.socket}")
-    gateway = LiveGateway(client)
-    yield gateway, client
-    gateway.stop()
-    client.close()
-    assert daemon.stop() == 0
+    with pattern_gateway(None, "--model-slots", "1") as gateway:
+        yield gateway, gateway.client
 
 
 def test_the_page_shows_its_place_while_the_model_serves_another_session(live):

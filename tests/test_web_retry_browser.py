@@ -14,23 +14,15 @@ from support.browser import chromium, playwright_or_skip  # noqa: E402
 
 playwright_or_skip()
 
-from narratoria.clients.client import NarratoriaClient  # noqa: E402
-from support.web import LiveGateway  # noqa: E402
+from support.web import pattern_gateway  # noqa: E402
 
 TURN_TIMEOUT_MS = 120_000
 
 
 @pytest.fixture(scope="module")
 def live(config_dir):
-    from support.daemon import HASH_EMBEDDER, Daemon
-
-    daemon = Daemon("--planner", "pattern", *HASH_EMBEDDER)
-    client = NarratoriaClient(f"unix://{daemon.socket}")
-    gateway = LiveGateway(client)
-    yield gateway, client
-    gateway.stop()
-    client.close()
-    assert daemon.stop() == 0
+    with pattern_gateway() as gateway:
+        yield gateway, gateway.client
 
 
 @pytest.fixture(scope="module")

@@ -27,6 +27,7 @@ class LiveGateway:
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
+        self.client = client
         self.token = web.new_token()
         app = web.create_app(client, web.Access(token=self.token, **access))
         self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False,
@@ -71,12 +72,13 @@ class LiveGateway:
 
 
 @contextlib.contextmanager
-def pattern_gateway(skills_dir: Path) -> Iterator[LiveGateway]:
-    """A daemon (pattern planner, hash embedder, the test skills in ``skills_dir``) and a
-    gateway in front of it, both stopped on the way out."""
+def pattern_gateway(skills_dir: Path | None = None, *serve: str) -> Iterator[LiveGateway]:
+    """A daemon (pattern planner, hash embedder, the test skills in ``skills_dir``, any
+    other ``serve`` options) and a gateway in front of it, both stopped on the way out."""
     from support.daemon import HASH_EMBEDDER, Daemon
 
-    daemon = Daemon("--planner", "pattern", *HASH_EMBEDDER, "--skills-dir", str(skills_dir))
+    skills = ("--skills-dir", str(skills_dir)) if skills_dir is not None else ()
+    daemon = Daemon("--planner", "pattern", *HASH_EMBEDDER, *skills, *serve)
     client = NarratoriaClient(f"unix://{daemon.socket}")
     live = LiveGateway(client)
     try:
