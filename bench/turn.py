@@ -8,7 +8,9 @@ same prompt (the last scene and the session's scene memories), and the choices.
 It runs in a child process so that its model is gone before the daemon is started
 on a temporary socket and driven by N concurrent clients, each in its own session;
 N = 1 gives the single-player latency, larger N the throughput of the shared model
-against the raw one.
+against the raw one. The one client plays as many sessions as the largest run up to 8
+(:data:`BASELINE_SESSIONS`), one after another: its median is then of the same turns the
+8 clients play at once, not of 4 turns whose dice happened to fall one way.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from narratoria.bench.report import machine, pct, say
 
 PROMPTS = ("I roll 2d6 to climb the harbour wall", "I look around the market square",
            "I ask the innkeeper about the missing ship", "I search the old library for a map")
+BASELINE_SESSIONS = 8
 
 
 def bench_raw(turns: int, progress: bool, turns_per_session: int = 4) -> dict[str, Any]:
@@ -82,7 +85,10 @@ def _raw_turns(turns: int, progress: bool, turns_per_session: int) -> dict[str, 
             "p95S": round(pct(latencies, 0.95), 3), "turnsPerS": round(turns / elapsed, 4)}
 
 
-def bench_clients(address: str, clients: int, turns_each: int, progress: bool) -> dict[str, Any]:
+def bench_clients(address: str, clients: int, turns_each: int, progress: bool,
+                  sessions: int | None = None) -> dict[str, Any]:
+    """``clients`` concurrent clients play ``sessions`` sessions (one each by default)
+    of ``turns_each`` turns; a client whose session ends takes the next one unplayed."""
     from narratoria.clients.client import NarratoriaClient
 
     latencies: list[float] = []
@@ -92,40 +98,49 @@ def bench_clients(address: str, clients: int, turns_each: int, progress: bool) -
     phases: dict[str, list[int]] = {}
     failures: list[str] = []
     lock = threading.Lock()
+    unplayed = list(range(max(clients, sessions or clients)))
 
-    def player(i: int) -> None:
+    def next_session() -> int | None:
+        with lock:
+            return unplayed.pop(0) if unplayed else None
+
+    def player() -> None:
         try:
             with NarratoriaClient(address, timeout_s=600) as client:
-                sid = client.create_session(title=f"bench {i}").id
-                for t in range(turns_each):
-                    t0 = time.perf_counter()
-                    first = None
-                    timings: dict[str, int] = {}
-                    late_plan = waited = False
-                    for event in client.turn(sid, text=PROMPTS[(i + t) % len(PROMPTS)]):
-                        kind = event.WhichOneof("event")
-                        if first is None and kind == "narration":
-                            first = time.perf_counter() - t0
-                        elif kind == "plan" and event.plan.attempt > 1:
-                            late_plan = True  # the first plan failed (or ran past its budget)
-                        elif kind == "queued":
-                            waited = True
-                        elif kind == "done":
-                            timings = dict(event.done.timings_ms)
-                    with lock:
-                        for phase, ms in timings.items():
-                            phases.setdefault(phase, []).append(ms)
-                        latencies.append(time.perf_counter() - t0)
-                        replanned.append(late_plan)
-                        queued.append(waited)
-                        if first is not None:
-                            first_token.append(first)
+                while (i := next_session()) is not None:
+                    play(client, i)
         except Exception as exc:  # noqa: BLE001 - counted, reported
             with lock:
                 failures.append(f"{type(exc).__name__}: {exc}")
 
+    def play(client: Any, i: int) -> None:
+        sid = client.create_session(title=f"bench {i}").id
+        for t in range(turns_each):
+            t0 = time.perf_counter()
+            first = None
+            timings: dict[str, int] = {}
+            late_plan = waited = False
+            for event in client.turn(sid, text=PROMPTS[(i + t) % len(PROMPTS)]):
+                kind = event.WhichOneof("event")
+                if first is None and kind == "narration":
+                    first = time.perf_counter() - t0
+                elif kind == "plan" and event.plan.attempt > 1:
+                    late_plan = True  # the first plan failed (or ran past its budget)
+                elif kind == "queued":
+                    waited = True
+                elif kind == "done":
+                    timings = dict(event.done.timings_ms)
+            with lock:
+                for phase, ms in timings.items():
+                    phases.setdefault(phase, []).append(ms)
+                latencies.append(time.perf_counter() - t0)
+                replanned.append(late_plan)
+                queued.append(waited)
+                if first is not None:
+                    first_token.append(first)
+
     started = time.perf_counter()
-    threads = [threading.Thread(target=player, args=(i,)) for i in range(clients)]
+    threads = [threading.Thread(target=player) for _ in range(clients)]
     for t in threads:
         t.start()
     for t in threads:
@@ -151,7 +166,9 @@ def run_turn_bench(clients: list[int], turns_each: int = 2, raw_turns: int = 8,
         say(progress, "starting the daemon")
         daemon = ServeDaemon(Path(tmp), *serve_args)
         try:
-            runs = [bench_clients(daemon.address, n, turns_each, progress)
+            baseline = min(max(clients), BASELINE_SESSIONS)
+            runs = [bench_clients(daemon.address, n, turns_each, progress,
+                                  sessions=baseline if n == 1 else None)
                     for n in clients]
         finally:
             daemon.stop()

@@ -47,7 +47,8 @@ def test_a_turn_streams_every_step_and_the_session_remembers_it(daemon):
         assert done.narration.strip() and narration.strip() == done.narration.strip()
         choices = next(e.choices.options for e in events if e.WhichOneof("event") == "choices")
         assert 3 <= len(choices) <= 4
-        assert set(done.timings_ms) >= {"plan", "execute", "narrate", "choices", "store", "total"}
+        assert set(done.timings_ms) >= {"recall", "plan", "execute", "narrate", "choices",
+                                        "store", "total"}
 
         resumed = client.resume_session(session.id)
         assert resumed.turns == 1 and list(resumed.choices) == list(choices)

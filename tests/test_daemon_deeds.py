@@ -35,8 +35,9 @@ def finished_ok(events) -> list[bool]:
 
 def test_deeds_change_standing_in_the_state_and_questions_read_it(daemon):
     with daemon.client() as client:
-        for skill in ("npc-perception", "reputation"):
-            assert client.set_skill_enabled(skill, True).enabled
+        # On from the first turn: no player has to know to switch them on.
+        listed = {s.name: s.enabled for s in client.list_skills()}
+        assert listed["npc-perception"] and listed["reputation"]
         session = client.create_session(campaign="long_ebb", title="deeds")
 
         # An NPC by her first name: the store's record is the cast's id.
@@ -65,6 +66,15 @@ def test_deeds_change_standing_in_the_state_and_questions_read_it(daemon):
         summary = " ".join(json.loads(e.tool_finished.output_json).get("summary", "")
                            for e in events if e.WhichOneof("event") == "tool_finished")
         assert "tamsin_cask" in summary and "neutral" in summary
+        # The engine answers the question itself: the narration opens with the band
+        # the skill read, never its score.
+        narration = events[-1].done.narration
+        assert narration.startswith("Tamsin Cask has no settled opinion of you."), narration
+        asked = play(client, session.id, text="Where do I stand with the Lampwrights?")
+        assert any(ref == "reputation/query-reputation" for ref, _ in tools_of(asked))
+        assert asked[-1].done.narration.startswith(
+            "In the eyes of the Lampwrights Guild, you are neither friend nor foe."), \
+            asked[-1].done.narration
         before = state_of(client, session.id)
         events = play(client, session.id, text="I look up at the bell tower of the chapel")
         assert not [t for t in tools_of(events)

@@ -10,6 +10,7 @@ import asyncio
 import pytest
 
 from narratoria.runtime.planner.base import PlanRequest
+from narratoria.runtime.planner.evaluate import case_entities
 from narratoria.runtime.planner.routed import CHECK_FORMULA, engine_dice
 from narratoria.runtime.skillrun.plan import Plan, ToolInvocation, validate_plan
 
@@ -43,8 +44,9 @@ def test_words_alone_lose_the_dice_roller_and_keep_the_rest_of_the_plan():
     validate_plan(alone)
 
 
-def rolls(routed, every, text: str) -> list[dict]:
-    plan = asyncio.run(routed.generate(PlanRequest(text, every)))
+def rolls(routed, every, text: str, campaign: str = "") -> list[dict]:
+    entities = case_entities(campaign, {}) if campaign else ()
+    plan = asyncio.run(routed.generate(PlanRequest(text, every, entities=entities)))
     validate_plan(plan)
     return [t.input for t in plan.tools if t.toolPath.startswith("dice-roller/")]
 
@@ -63,3 +65,22 @@ def test_the_model_rolls_the_check_dice_when_the_player_names_none(routed, every
 ])
 def test_words_to_someone_are_never_rolled_for(routed, every, text):
     assert rolls(routed, every, text) == []
+
+
+@pytest.mark.parametrize("text", [
+    "I hand Odile the lantern I found",       # the router picks the dice for this one
+    "can I slip Tamsin a few coins",
+    "I apologise to Meret Alder for doubting her",
+])
+def test_a_courteous_deed_is_never_rolled_for(routed, every, text):
+    assert rolls(routed, every, text, "long_ebb") == []
+
+
+@pytest.mark.parametrize("text", [
+    "I roll 2d6 to slip Tamsin a few coins unseen",                  # the player asks
+    "I bribe the Tithe Wardens to let me through",                   # a gift that buys
+    "I quickly slip Tamsin a few coins before the wardens notice",   # a gift in secret
+])
+def test_a_courteous_deed_at_stake_still_rolls(routed, every, text):
+    [tool_input] = rolls(routed, every, text, "long_ebb")
+    assert tool_input["formula"] == "2d6"

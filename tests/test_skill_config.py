@@ -320,10 +320,11 @@ def test_a_skill_that_ships_off_is_offered_only_once_enabled(env, skills, tmp_pa
     assert scripts_offered(registry) == {"dice-roller/roll-dice", "storyteller/narrate"}
     assert cli(env, "skills", "disable", "storyteller", "--skills-dir", str(skills)).returncode == 0
     assert scripts_offered(registry) == {"dice-roller/roll-dice"}
-    # The shipped ones: only the dice are on in a fresh install.
+    # The shipped ones: the dice and the deed skills are on in a fresh install (the
+    # engine decides when a deed skill is called), the rest off until enabled.
     fresh = SkillRegistry([REPO / "skills"])
-    assert {s.skill for s in fresh.scripts()} == {"dice-roller"}
-    assert {"memory", "reputation", "npc-perception", "storyteller"} <= set(fresh.skills)
+    assert {s.skill for s in fresh.scripts()} == {"dice-roller", "npc-perception", "reputation"}
+    assert {"memory", "storyteller", "player-choices", "character-portraits"} <= set(fresh.skills)
 
 
 def test_the_daemon_supervisor_does_not_offer_a_disabled_skill(env, skills, tmp_path):

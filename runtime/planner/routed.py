@@ -52,7 +52,7 @@ from narratoria.runtime.planner.grammar import explicit_values
 from narratoria.runtime.planner.model import ModelPlanner
 from narratoria.runtime.planner.pattern import narrative_only
 from narratoria.runtime.planner.router import Routing, SkillRouter
-from narratoria.runtime.turn.resolution import CHECK_DICE, spoken
+from narratoria.runtime.turn.resolution import CHECK_DICE, asks_roll, spoken
 
 TRUST_MODEL_BYTES = 1 << 30  # ~1.5B parameters at 4 bits and up
 
@@ -139,11 +139,14 @@ def decide(request: PlanRequest, routing: Routing, deeds: list[Deed], refs: set[
            asks: bool = False) -> list[str]:
     """The skills a turn calls: the router's, and the deed skills the engine's reading
     adds (a deed done to someone, a question naming whom it asks about) or takes away
-    (the router's guess on an input that only looks, moves or asks about something else)."""
-    words = spoken(request.player_input)
+    (the router's guess on an input that only looks, moves or asks about something else).
+    The dice go where only words are said, or only a courteous deed is done."""
+    unrolled = spoken(request.player_input) or (
+        bool(deeds) and all(d.event in COURTEOUS for d in deeds)
+        and not asks_roll(request.player_input) and not _AT_STAKE.search(request.player_input))
     chosen = [s for s in routing.chosen
               if (s not in UPDATE or not idle(request.player_input))
-              and not (s == DICE and words)
+              and not (s == DICE and unrolled)
               and not (s == MEMORY and deeds and not _MEMORY_WORDS.search(request.player_input))]
     wanted = [d.skill for d in deeds]
     if asks:
@@ -154,6 +157,17 @@ def decide(request: PlanRequest, routing: Routing, deeds: list[Deed], refs: set[
 
 
 MEMORY = "memory"
+# Deeds that need no luck: a gift, a kind word, an apology is done by doing it ("can I
+# slip Tamsin a few coins" is no roll), unless the player asks the dice.
+COURTEOUS = frozenset({"gift", "complimented", "apologised", "kept-promise", "honest",
+                       "favoured"})
+# What puts a courteous deed at stake: a gift that buys something ("I bribe the guard",
+# "... to let me through") or one given in secret ("... before the wardens notice").
+_AT_STAKE = re.compile(
+    r"\b(?:brib\w*|into\b|so (?:that )?(?:he|she|they|it)\b|in (?:return|exchange)\b|"
+    r"to (?:let|get|make|convince|persuade)\b|before .{0,40}\bnotic\w*|"
+    r"without (?:anyone|anybody|being|them|him|her)\b|unseen|unnoticed|secretly|sneak\w*|"
+    r"behind (?:his|her|their) backs?)", re.I)
 DICE, ROLL = "dice-roller", "dice-roller/roll-dice"
 CHECK_FORMULA = f"{CHECK_DICE[0]}d{CHECK_DICE[1]}"  # the engine's check dice
 # A deed's words ("rumours", "a story about where the salvage went") sound like memory's

@@ -173,6 +173,11 @@ def classify(action: str) -> Deed | None:
     return None
 
 
+def asks_roll(action: str) -> bool:
+    """Whether ``action`` asks the dice ("I roll to…", "let the dice decide")."""
+    return bool(_ASKS_ROLL.search(" ".join(action.split())))
+
+
 def _deed_kind(phrase: str | None) -> str | None:
     """The kind of risky deed a deed phrase ("climb the sea wall") is, or None."""
     if phrase is None:

@@ -29,7 +29,7 @@ import asyncio
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -57,6 +57,7 @@ from narratoria.runtime.skills.discovery import SkillScript
 from narratoria.runtime.state import SessionState
 from narratoria.runtime.store import MemoryEvent
 from narratoria.runtime.turn.second_person import deed_phrase, you_form
+from narratoria.runtime.turn.standing import standing_answer
 
 log = logging.getLogger(__name__)
 
@@ -296,8 +297,9 @@ async def run_scene(services: SceneServices, scene: SceneInput, emit: Emit) -> S
     clock = _Clock()
     emit(TurnEventKind.STARTED, {"session_id": scene.session_id,
                                  "turn_number": scene.turn_number, "input": scene.player_input})
-    history = bounded_history(scene.recent, scene.summaries, await _recall(services.memory, scene))
-    _log_history(emit, scene, history)
+    # Recalled memories are the narrator's alone: the recall (an embedding and a vector
+    # search, slow while the model decodes for other players) runs beside the planning.
+    recall = asyncio.create_task(_recall(services.memory, scene, clock))
     _log_beats(emit, scene)
     if scene.npcs:
         # Which NPC knowledge the narrator is given, for clients and tests: never the prose.
@@ -311,9 +313,15 @@ async def run_scene(services: SceneServices, scene: SceneInput, emit: Emit) -> S
     loop = ReplanLoop(services.planner, _GuardedExecutor(services.executor),
                       fallback_planner=services.fallback_planner, analytics=services.analytics,
                       generation_budget_s=services.generation_budget_s)
-    outcome = await loop.run(scene.player_input, scene.available, scene.state,
-                             session_id=scene.session_id, on_event=_forward(emit),
-                             entities=scene.entities)
+    try:
+        outcome = await loop.run(scene.player_input, scene.available, scene.state,
+                                 session_id=scene.session_id, on_event=_forward(emit),
+                                 entities=scene.entities)
+    except BaseException:
+        recall.cancel()
+        raise
+    history = bounded_history(scene.recent, scene.summaries, await recall)
+    _log_history(emit, scene, history)
     clock.timings["plan"] = sum(a.generation_ms for a in outcome.attempts)
     clock.timings["execute"] = sum(a.execution_ms for a in outcome.attempts)
     for refused in _refused_patches(outcome):  # an optional tool's, or the plan would have failed
@@ -362,7 +370,7 @@ async def run_scene(services: SceneServices, scene: SceneInput, emit: Emit) -> S
             npc_knowledge=tuple(v.line() for v in scene.npcs),
             npc_perception={v.name: v.perception for v in scene.npcs if v.perception is not None},
             player_stats=player_stats(state), guidance=scene.guidance,
-            lead=_lead(scene, check, state, beats=True),
+            lead=_lead(scene, check, state, beats=True, answer=_answer(scene, outcome)),
             outcome=check.outcome if check is not None else "", names=scene.names,
             rating=canon.rating if canon is not None else "",
             forbid_new_names=canon.forbid_new_names if canon is not None else False,
@@ -489,9 +497,11 @@ def _resolve(scene: SceneInput, outcome: TurnOutcome, state: SessionState,
     return check
 
 
-def _lead(scene: SceneInput, check: Check | None, state: SessionState, beats: bool) -> str:
-    """The narration's first sentence(s), the engine's: the check's outcome and cost,
-    then (``beats``) the triggered beats as story prose, after the action when no check."""
+def _lead(scene: SceneInput, check: Check | None, state: SessionState, beats: bool,
+          answer: Sequence[str] = ()) -> str:
+    """The narration's first sentence(s), the engine's: the check's outcome and cost, or
+    the answer to a standing question (standing.py), then (``beats``) the triggered
+    beats as story prose, after the action when neither."""
     canon = scene.canon
 
     def fix(text: str) -> str:
@@ -503,11 +513,23 @@ def _lead(scene: SceneInput, check: Check | None, state: SessionState, beats: bo
         parts.append(choose_lead(check, deed_phrase(scene.player_input),
                                  f"{scene.session_id}:{scene.turn_number}", scene.last_narration,
                                  fix, check.category, name))
+    elif answer:
+        parts += answer
     if beats and scene.beat_sentences:
         if not parts and (opener := you_form(scene.player_input)):
             parts.append(fix(opener) + ".")
         parts += scene.beat_sentences
     return " ".join(parts)
+
+
+def _answer(scene: SceneInput, outcome: TurnOutcome) -> list[str]:
+    """The engine's answer to a standing question, from the turn's query calls."""
+    if outcome.plan is None or outcome.result is None:
+        return []
+    names = {e.id: e.name for e in scene.entities if getattr(e, "id", None)}
+    names |= {v.npc_id: v.name for v in scene.npcs}
+    return standing_answer(scene.player_input, outcome.plan.tools,
+                           outcome.result.toolResults, names)
 
 
 def _allowed_names(scene: SceneInput, state: SessionState) -> frozenset[str]:
@@ -544,7 +566,8 @@ def _beyond(memories: list[str], last_narration: str) -> list[str]:
     return [m for m in memories if not opening or opening not in " ".join(m.split())]
 
 
-async def _recall(memory: Memory, scene: SceneInput) -> list[str]:
+async def _recall(memory: Memory, scene: SceneInput, clock: _Clock) -> list[str]:
+    since = time.monotonic()
     try:
         return await memory.recall(scene.playthrough_id, scene.player_input, RECALL_LIMIT)
     except asyncio.CancelledError:
@@ -552,6 +575,8 @@ async def _recall(memory: Memory, scene: SceneInput) -> list[str]:
     except Exception:  # noqa: BLE001 - a turn without memories is still a turn
         log.warning("session %s: recall failed", scene.session_id, exc_info=True)
         return []
+    finally:
+        clock.add("recall", since)
 
 
 async def _narrate(narrator: Narrator, context: NarrationContext, emit: Emit,

@@ -1,0 +1,96 @@
+"""The engine's answer to a standing question: "where do I stand with the Lampwrights?",
+"what does Wick think of me?".
+
+The query skills read the stored standing (reputation's bands, npc-perception's
+attitudes) and put it in their state patch; left to the model, the answer was lost (the
+135M model narrated the question as small talk and never said where the player stood).
+So, as with a check's outcome, the engine tells it: one sentence per faction or person
+the turn asked about, the narration's first (docs/scene.md, "The engine decides"), and
+the model continues from there.
+
+Invariants: only a turn that asks where the player stands is answered (a query the
+planner added for another reason says nothing); only successful query calls are read;
+no score reaches the text, only its band, as a person in the story would show it; at
+most :data:`MAX_ANSWERS` sentences.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from narratoria.runtime.planner.deeds import asks_standing
+
+QUERIES = {"reputation/query-reputation": "reputation",
+           "npc-perception/query-perception": "perception"}
+MAX_ANSWERS = 3
+
+# A faction's standing band (the reputation skill's), as the story says it.
+_FACTION = {"hostile": "you are an enemy", "unfriendly": "you are not welcome",
+            "neutral": "you are neither friend nor foe", "friendly": "you are a friend",
+            "allied": "you are one of their own"}
+# A person's attitude band (the npc-perception skill's).
+_PERSON = {"hostile": "wants nothing to do with you", "unfriendly": "is wary of you",
+           "neutral": "has no settled opinion of you", "friendly": "thinks well of you",
+           "devoted": "would go a long way for you"}
+_STRANGER = "does not know you yet"
+# Names that take no "the": "House Vell", "Clan Morrow".
+_TITLES = ("the ", "house ", "clan ", "clann ", "order of ", "sisters of ", "brothers of ")
+
+
+def standing_answer(player_input: str, tools: Iterable[Any], results: Iterable[Any],
+                    names: Mapping[str, str]) -> list[str]:
+    """The sentences that answer ``player_input``'s standing question from the query
+    calls among ``tools`` (a plan's ToolInvocations) and their ``results``
+    (ToolResults); ``names``: entity id -> the campaign's name. [] when the input asks
+    nothing or no query answered."""
+    if not asks_standing(player_input):
+        return []
+    paths = {t.toolId: t.toolPath for t in tools}
+    answers: list[str] = []
+    for result in results:
+        if result.state != "success" or paths.get(result.toolId) not in QUERIES:
+            continue
+        for patch in _patches(result.events):
+            answers += [_faction_sentence(names.get(fid, _readable(fid)), row)
+                        for fid, row in _rows(patch, "reputation")]
+            answers += [_person_sentence(names.get(nid, _readable(nid)), row)
+                        for nid, row in _rows(patch, "perception")]
+    return [a for a in dict.fromkeys(answers) if a][:MAX_ANSWERS]
+
+
+def _patches(events: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return [e["patch"] for e in events
+            if e.get("type") == "state_patch" and isinstance(e.get("patch"), Mapping)]
+
+
+def _rows(patch: Mapping[str, Any], key: str) -> list[tuple[str, Mapping[str, Any]]]:
+    found = patch.get(key)
+    if not isinstance(found, Mapping):
+        return []
+    return [(str(k), v) for k, v in found.items() if isinstance(v, Mapping)]
+
+
+def _faction_sentence(name: str, row: Mapping[str, Any]) -> str:
+    phrase = _FACTION.get(str(row.get("standing", "")))
+    if phrase is None:
+        return ""
+    if name.lower().startswith("the "):
+        named = "the " + name[4:]
+    else:
+        named = name if name.lower().startswith(_TITLES) else f"the {name}"
+    return f"In the eyes of {named}, {phrase}."
+
+
+def _person_sentence(name: str, row: Mapping[str, Any]) -> str:
+    if row.get("known") is False:
+        return f"{name} {_STRANGER}."
+    phrase = _PERSON.get(str(row.get("attitude", "")))
+    return f"{name} {phrase}." if phrase else ""
+
+
+def _readable(entity_id: str) -> str:
+    return " ".join(w.capitalize() for w in entity_id.replace("-", "_").split("_") if w)
+
+
+__all__ = ["QUERIES", "standing_answer"]
