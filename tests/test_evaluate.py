@@ -275,14 +275,20 @@ def tuned_on() -> set[str]:
     return {" ".join(t.lower().split()) for t in texts}
 
 
-HELD_OUT_DEEDS = ("planner_deeds_heldout2.jsonl", "planner_deeds_heldout3.jsonl",
-                  "planner_deeds_heldout4.jsonl", "planner_deeds_heldout5.jsonl",
-                  "planner_deeds_heldout6.jsonl", "planner_deeds_heldout7.jsonl")
+HELD_OUT_DEEDS = tuple(f"planner_deeds_heldout{n}.jsonl" for n in range(2, 13))
 # The held-out sets that play in campaigns of their own, which nothing is fitted on.
 HELD_OUT_CAMPAIGNS = {"planner_deeds_heldout4.jsonl": "tests/data/heldout/vellgate_heldout",
                       "planner_deeds_heldout5.jsonl": "tests/data/heldout/brannoch_rise_heldout5",
                       "planner_deeds_heldout6.jsonl": "tests/data/heldout/saltglass_orbit_heldout6",
-                      "planner_deeds_heldout7.jsonl": "tests/data/heldout/marrowfen_heldout7"}
+                      "planner_deeds_heldout7.jsonl": "tests/data/heldout/marrowfen_heldout7",
+                      "planner_deeds_heldout8.jsonl": "tests/data/heldout/ashfall_ferry_heldout8",
+                      "planner_deeds_heldout9.jsonl": "tests/data/heldout/neon_quarter_heldout9",
+                      "planner_deeds_heldout10.jsonl":
+                          "tests/data/heldout/saltmarsh_convoy_heldout10",
+                      "planner_deeds_heldout11.jsonl":
+                          "tests/data/heldout/glasshouse_academy_heldout11",
+                      "planner_deeds_heldout12.jsonl":
+                          "tests/data/heldout/riverport_watch_heldout12"}
 
 
 def test_held_out_deeds_are_separate_from_everything_tuned_on():
