@@ -16,14 +16,17 @@ most :data:`MAX_ANSWERS` sentences.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from narratoria.runtime.planner.deeds import asks_standing
 
-QUERIES = {"reputation/query-reputation": "reputation",
-           "npc-perception/query-perception": "perception"}
+QUERIES = frozenset({"reputation/query-reputation", "npc-perception/query-perception"})
 MAX_ANSWERS = 3
+# An id the campaign does not name is told only if it reads as an id: the text is a
+# skill's, and what it says reaches the player and the model's prompt.
+_ID = re.compile(r"[a-z0-9][a-z0-9_-]{0,47}")
 
 # A faction's standing band (the reputation skill's), as the story says it.
 _FACTION = {"hostile": "you are an enemy", "unfriendly": "you are not welcome",
@@ -52,10 +55,10 @@ def standing_answer(player_input: str, tools: Iterable[Any], results: Iterable[A
         if result.state != "success" or paths.get(result.toolId) not in QUERIES:
             continue
         for patch in _patches(result.events):
-            answers += [_faction_sentence(names.get(fid, _readable(fid)), row)
-                        for fid, row in _rows(patch, "reputation")]
-            answers += [_person_sentence(names.get(nid, _readable(nid)), row)
-                        for nid, row in _rows(patch, "perception")]
+            answers += [_faction_sentence(name, row)
+                        for name, row in _rows(patch, "reputation", names)]
+            answers += [_person_sentence(name, row)
+                        for name, row in _rows(patch, "perception", names)]
     return [a for a in dict.fromkeys(answers) if a][:MAX_ANSWERS]
 
 
@@ -64,11 +67,15 @@ def _patches(events: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
             if e.get("type") == "state_patch" and isinstance(e.get("patch"), Mapping)]
 
 
-def _rows(patch: Mapping[str, Any], key: str) -> list[tuple[str, Mapping[str, Any]]]:
+def _rows(patch: Mapping[str, Any], key: str,
+          names: Mapping[str, str]) -> list[tuple[str, Mapping[str, Any]]]:
+    """(name, row) of each entity under ``key``: the campaign's name, else the id read
+    as words; an id that is no id is left out."""
     found = patch.get(key)
     if not isinstance(found, Mapping):
         return []
-    return [(str(k), v) for k, v in found.items() if isinstance(v, Mapping)]
+    return [(names.get(str(k)) or _readable(str(k)), v) for k, v in found.items()
+            if isinstance(v, Mapping) and (str(k) in names or _ID.fullmatch(str(k)))]
 
 
 def _faction_sentence(name: str, row: Mapping[str, Any]) -> str:
