@@ -187,3 +187,50 @@ def test_a_plan_goes_before_waiting_narrations_and_past_full_slots() -> None:
     finally:
         opened.set()
         planner.close()
+
+
+def holder(opened: threading.Event, seqs: list[int]) -> Any:
+    """A program that notes its sequences and holds them until ``opened`` is set."""
+    def program(lease: Any) -> Any:
+        seqs.extend(lease.seqs)
+        return (yield from gate(opened)(lease))
+    return program
+
+
+def test_running_programs_hold_the_lowest_sequences_and_caches_move_up() -> None:
+    """llama.cpp evaluates a step in one pass only where the rows' KV streams lie close
+    together (8 rows on streams 0-7: 40 ms; spread over 0-17: 84-96 ms on 2 cores), so
+    programs take the lowest free sequences; the prompt cache a taken sequence held
+    moves to a free one, and a later request still reads only what is new."""
+    from llama_cpp import llama_cpp
+
+    planner = ModelPlanner(slots=9, narration_candidates=1)  # one slot beside the holders
+    try:
+        # five finished requests leave their prompts cached in sequences 0-4
+        long = [f"{p}. " * 4 for p in PROMPTS[:5]]
+        for i, p in enumerate(long):
+            planner.call("test", writer(planner, p, Options(max_tokens=4)), session=f"w{i}")
+        assert sum(bool(c) for c in planner.batcher.cells) == 5
+        opened = threading.Event()
+        held: list[list[int]] = [[] for _ in range(8)]
+        jobs = [planner.submit("test", holder(opened, held[i]), session=f"h{i}")
+                for i in range(8)]
+        deadline = time.monotonic() + 30
+        while not all(held) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert sorted(s for seqs in held for s in seqs) == list(range(8))
+        # the caches the holders displaced moved up: the first prompt is read again
+        # from its cells (its last token and what it writes), not from the start
+        tokens = planner.llm.tokenize(long[0].encode(), add_bos=True)
+        again = planner.submit("test", writer(planner, long[0], Options(max_tokens=4)),
+                               session="again")
+        again.wait()
+        assert again.evaluated <= 1 + 4 < len(tokens)
+        opened.set()
+        for job in jobs:
+            assert job.wait() == "opened"
+        memory = llama_cpp.llama_get_memory(planner.llm.ctx)
+        for seq, cells in enumerate(planner.batcher.cells):
+            assert llama_cpp.llama_memory_seq_pos_max(memory, seq) == len(cells) - 1, seq
+    finally:
+        planner.close()

@@ -4,6 +4,8 @@ eval's own scorers, the unsafe fallback, and prose that begins with the engine's
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
 from narratoria.runtime.planner.best_of import Candidate, Judge, Sampling, StoryTeller, choose
@@ -118,7 +120,7 @@ def test_after_story_narration_only_its_first_sequence_holds_cells(planner) -> N
         return real(program, **options)
 
     cells = planner.batcher.cells
-    before = {s for s, held in enumerate(cells) if held}
+    before = Counter(tuple(held) for held in cells if held)
     planner.batcher.submit = recording
     try:
         list(planner.narrate(NarrationContext(player_input="I open the gate")))
@@ -128,7 +130,8 @@ def test_after_story_narration_only_its_first_sequence_holds_cells(planner) -> N
     assert len(used) == 1 and len(used[0]) == 1
     home = used[0][0]
     assert len(cells[home]) > 10
-    assert {s for s, held in enumerate(cells) if held} <= before | {home}
+    # besides home, only prompt caches held before (a cache may move out of the way)
+    assert not Counter(tuple(held) for s, held in enumerate(cells) if held and s != home) - before
     assert planner.status()["sequences"]["used"] == 0
     # the batch's record of every sequence is what llama.cpp holds
     memory = llama_cpp.llama_get_memory(planner.llm.ctx)

@@ -26,6 +26,8 @@ Invariants:
 - A sequence belongs to one program at a time; a finished program's sequences keep
   their cells as a prompt cache until a new program needs them, least recently used
   first, or the cache is full.
+- Running programs hold the lowest sequences (:meth:`Batcher._take`): llama.cpp
+  batches rows well only on KV streams that lie close together.
 - Admission is fair: each session's requests in order, the sessions in turn, at most
   ``slots`` programs at once, at most ``max_waiting`` waiting (:class:`QueueFull`).
   A plan, which the turn loop drops after 5 s, goes before the other sessions'
@@ -436,11 +438,10 @@ class Batcher:
 
     def borrow(self, home: int, k: int) -> list[int]:
         job = self._owner[home]
-        free = self._free_seqs()[:max(0, k)]  # empty first, then the oldest cache
-        for s in free:
-            self.trim(s, 0)
+        taken = self._take(max(0, k))
+        for s in taken:
             self._owner[s] = job
-        return free
+        return taken
 
     def give_back(self, seqs: Sequence[int]) -> None:
         for s in seqs:
@@ -520,22 +521,42 @@ class Batcher:
                 del self._waiting[session]
 
     def _free_seqs(self) -> list[int]:
-        free = [s for s in range(self.n_seq) if self._owner[s] is None]
-        # empty first, then the least recently used cache
-        return sorted(free, key=lambda s: (bool(self.cells[s]), self._used_at[s]))
+        return [s for s in range(self.n_seq) if self._owner[s] is None]
+
+    def _take(self, k: int) -> list[int]:
+        """The ``k`` lowest free sequences (fewer if fewer are free), for a program.
+
+        llama.cpp evaluates a step's rows in one pass only where their KV streams lie
+        close together: eight rows on streams 0-7 took 40 ms on 2 cores, on streams
+        spread over 0-17 84-96 ms (BENCHMARKS.md, "batching"). So running programs
+        hold the lowest sequences, and a prompt cache a taken sequence held moves up
+        to a free one (an empty one, else the least recently used cache's); copying
+        cells is a fraction of a millisecond."""
+        free = self._free_seqs()
+        taken, spare = free[:k], free[k:]
+        for s in taken:
+            if not self.cells[s]:
+                continue
+            keep = min(spare, key=lambda x: (bool(self.cells[x]), self._used_at[x], -x),
+                       default=None)
+            if keep is not None and (not self.cells[keep]
+                                     or self._used_at[keep] < self._used_at[s]):
+                self.copy(s, keep)
+                self._used_at[keep] = self._used_at[s]
+            self.trim(s, 0)
+        return taken
 
     def _admit(self) -> None:
         while (pick := self._next_to_admit()) is not None:
             session, job = pick
-            free = self._free_seqs()
-            if len(free) < job.need:
+            if len(self._free_seqs()) < job.need:
                 return  # in order: the next one waits for sequences too
             q = self._waiting[session]
             q.popleft()
             self._waiting.move_to_end(session)
             if not q:
                 del self._waiting[session]
-            seqs = free[:job.need]
+            seqs = self._take(job.need)
             for s in seqs:
                 self._owner[s] = job
             job.admitted = time.monotonic()
