@@ -67,9 +67,10 @@ def test_deeds_change_standing_in_the_state_and_questions_read_it(daemon):
                            for e in events if e.WhichOneof("event") == "tool_finished")
         assert "tamsin_cask" in summary and "neutral" in summary
         # The engine answers the question itself: the narration opens with the band
-        # the skill read, never its score.
+        # the skill read and, inside the neutral band, which way she leans; never a score.
         narration = events[-1].done.narration
-        assert narration.startswith("Tamsin Cask has no settled opinion of you."), narration
+        assert narration.startswith(
+            "Tamsin Cask has no settled opinion of you, but leans against you."), narration
         asked = play(client, session.id, text="Where do I stand with the Lampwrights?")
         assert any(ref == "reputation/query-reputation" for ref, _ in tools_of(asked))
         assert asked[-1].done.narration.startswith(

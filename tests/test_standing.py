@@ -71,3 +71,17 @@ def test_a_skill_cannot_put_its_own_words_in_the_answer():
     said = standing_answer("where do I stand with everyone?", [REPUTATION],
                            [answered("q1", patch)], NAMES)
     assert said == ["In the eyes of the Lampwrights Guild, you are a friend."]
+
+
+def test_a_person_in_the_neutral_band_is_told_which_way_they_lean():
+    """A single gift (+10) or theft stays inside the neutral band: the answer still says
+    the deed told, by its direction, never its size."""
+    def said(score: float) -> list[str]:
+        patch = {"perception": {"wick": {"score": score, "attitude": "neutral", "known": True}}}
+        return standing_answer("does Wick like me now?", [PERCEPTION],
+                               [answered("q2", patch)], NAMES)
+
+    assert said(10) == ["Wick has no settled opinion of you, but leans your way."]
+    assert said(-15.5) == ["Wick has no settled opinion of you, but leans against you."]
+    assert said(2) == ["Wick has no settled opinion of you."]
+    assert said("10") == said(2)  # a score that is not a number is no lean

@@ -10,8 +10,8 @@ the model continues from there.
 
 Invariants: only a turn that asks where the player stands is answered (a query the
 planner added for another reason says nothing); only successful query calls are read;
-no score reaches the text, only its band, as a person in the story would show it; at
-most :data:`MAX_ANSWERS` sentences.
+no score reaches the text, only its band (and, inside a person's neutral band, which way
+they lean), as a person in the story would show it; at most :data:`MAX_ANSWERS` sentences.
 """
 
 from __future__ import annotations
@@ -37,6 +37,11 @@ _PERSON = {"hostile": "wants nothing to do with you", "unfriendly": "is wary of 
            "neutral": "has no settled opinion of you", "friendly": "thinks well of you",
            "devoted": "would go a long way for you"}
 _STRANGER = "does not know you yet"
+# Inside the neutral band a person still leans: a gift or a theft moves the score by
+# 5-20, and "has no settled opinion of you" alone read as if the deed did nothing.
+# npc-perception's scale is fixed (-100..100, neutral within 30), so the sign tells.
+_LEAN_FROM = 5.0
+_LEANS = {1: "but leans your way", -1: "but leans against you"}
 # Names that take no "the": "House Vell", "Clan Morrow".
 _TITLES = ("the ", "house ", "clan ", "clann ", "order of ", "sisters of ", "brothers of ")
 
@@ -92,8 +97,14 @@ def _faction_sentence(name: str, row: Mapping[str, Any]) -> str:
 def _person_sentence(name: str, row: Mapping[str, Any]) -> str:
     if row.get("known") is False:
         return f"{name} {_STRANGER}."
-    phrase = _PERSON.get(str(row.get("attitude", "")))
-    return f"{name} {phrase}." if phrase else ""
+    attitude = str(row.get("attitude", ""))
+    phrase = _PERSON.get(attitude)
+    if phrase is None:
+        return ""
+    score = row.get("score")
+    if attitude == "neutral" and isinstance(score, (int, float)) and abs(score) >= _LEAN_FROM:
+        phrase = f"{phrase}, {_LEANS[1 if score > 0 else -1]}"
+    return f"{name} {phrase}."
 
 
 def _readable(entity_id: str) -> str:
