@@ -206,7 +206,7 @@ def test_running_programs_hold_the_lowest_sequences_and_caches_move_up() -> None
 
     planner = ModelPlanner(slots=9, narration_candidates=1)  # one slot beside the holders
     try:
-        # five finished requests leave their prompts cached in sequences 0-4
+        # five finished requests leave their prompts cached (each moved up by the next)
         long = [f"{p}. " * 4 for p in PROMPTS[:5]]
         for i, p in enumerate(long):
             planner.call("test", writer(planner, p, Options(max_tokens=4)), session=f"w{i}")
