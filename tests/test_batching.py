@@ -234,3 +234,28 @@ def test_running_programs_hold_the_lowest_sequences_and_caches_move_up() -> None
             assert llama_cpp.llama_memory_seq_pos_max(memory, seq) == len(cells) - 1, seq
     finally:
         planner.close()
+
+
+def test_a_long_prompt_read_by_every_session_outlives_many_short_ones() -> None:
+    """The cache given up first is the one worth least (its length, on a clock that
+    moves up as caches are dropped): a long prompt every session starts with (the
+    planning prompt) stays cached while more short prompts than there are sequences
+    come and go; "least recently used" dropped it and it was read from scratch."""
+    planner = ModelPlanner(slots=2, narration_candidates=1)
+    try:
+        shared = "The rules of the story, read before every plan. " * 12
+        first = planner.submit("test", writer(planner, shared + "Plan one.", Options(max_tokens=2)),
+                               session="plans")
+        first.wait()
+        for i in range(2 * planner.sequences):  # each finishes as its own short cache
+            planner.call("test", writer(planner, f"{PROMPTS[i % 8]} {i}", Options(max_tokens=2)),
+                         session=f"s{i}")
+        tokens = planner.llm.tokenize((shared + "Plan two, with its own ending.").encode(),
+                                      add_bos=True)
+        again = planner.submit("test", writer(planner, shared + "Plan two, with its own ending.",
+                                              Options(max_tokens=2)), session="plans")
+        again.wait()
+        assert first.evaluated > len(tokens) // 2  # it was read in full the first time
+        assert again.evaluated <= 12 + 2, (again.evaluated, len(tokens))
+    finally:
+        planner.close()

@@ -24,8 +24,11 @@ Invariants:
   read once for every session, and a turn's choices continue the narration's own
   cells.
 - A sequence belongs to one program at a time; a finished program's sequences keep
-  their cells as a prompt cache until a new program needs them, least recently used
-  first, or the cache is full.
+  their cells as a prompt cache until a new program needs them. The cache given up
+  first is the one worth least (:meth:`Batcher._drop`): its length in tokens (what
+  reading it again costs) on a clock that moves up to each dropped cache's worth, so
+  the planning prompt, long and read by every session, outlives many short
+  narration caches, and any cache left unread long enough goes.
 - Running programs hold the lowest sequences (:meth:`Batcher._take`): llama.cpp
   batches rows well only on KV streams that lie close together.
 - Admission is fair: each session's requests in order, the sessions in turn, at most
@@ -316,7 +319,10 @@ class Batcher:
         self.batch_tokens = batch_tokens
         self.cells: list[list[int]] = [[] for _ in range(self.n_seq)]
         self._owner: list[Job | None] = [None] * self.n_seq
-        self._used_at = [0.0] * self.n_seq
+        # What each cache would cost to read again, on the clock of the last drop
+        # (greedy-dual: a cache read again or newly left is worth clock + its length).
+        self._worth = [0] * self.n_seq
+        self._clock = 0
         self._batch = C.llama_batch_init(batch_tokens, 0, 1)
         self._n_vocab = llm.n_vocab()
         self._vocab = C.llama_model_get_vocab(llm.model)
@@ -461,6 +467,7 @@ class Batcher:
             self.trim(seq, best)
         else:
             self.copy(source, seq, 0, best)
+            self._value(source)  # read again: worth keeping as if just left
         return best
 
     def copy(self, src: int, dst: int, p0: int = 0, p1: int = -1) -> None:
@@ -530,21 +537,35 @@ class Batcher:
         close together: eight rows on streams 0-7 took 40 ms on 2 cores, on streams
         spread over 0-17 84-96 ms (BENCHMARKS.md, "batching"). So running programs
         hold the lowest sequences, and a prompt cache a taken sequence held moves up
-        to a free one (an empty one, else the least recently used cache's); copying
+        to a free one (an empty one, else the one worth least, if worth less); copying
         cells is a fraction of a millisecond."""
         free = self._free_seqs()
         taken, spare = free[:k], free[k:]
         for s in taken:
             if not self.cells[s]:
                 continue
-            keep = min(spare, key=lambda x: (bool(self.cells[x]), self._used_at[x], -x),
+            keep = min(spare, key=lambda x: (bool(self.cells[x]), self._worth[x], -x),
                        default=None)
-            if keep is not None and (not self.cells[keep]
-                                     or self._used_at[keep] < self._used_at[s]):
+            if keep is not None and (not self.cells[keep] or self._worth[keep] < self._worth[s]):
+                self._drop(keep)
                 self.copy(s, keep)
-                self._used_at[keep] = self._used_at[s]
+                self._worth[keep] = self._worth[s]
+            else:
+                self._drop(s)
             self.trim(s, 0)
         return taken
+
+    def _value(self, seq: int) -> None:
+        self._worth[seq] = self._clock + len(self.cells[seq])
+
+    def _drop(self, seq: int) -> None:
+        """Give up ``seq``'s cache (its cells go with the next trim or copy): the clock
+        moves up to its worth, so what is left must be read again to stay ahead of
+        newer caches. A planning prompt of ~880 tokens outlasts ~250-token narration
+        caches that are never read again; at 8 clients it was dropped and read from
+        scratch twice a run (~2 s of model time each), under "least recently used"."""
+        if self.cells[seq]:
+            self._clock = max(self._clock, self._worth[seq])
 
     def _admit(self) -> None:
         while (pick := self._next_to_admit()) is not None:
@@ -609,13 +630,12 @@ class Batcher:
         if cancelled:
             running.program.close()
         running.job.evaluated = running.lease.evaluated
-        now = time.monotonic()
         for s in range(self.n_seq):
             if self._owner[s] is running.job:
                 if s not in running.lease.seqs:
                     self.trim(s, 0)  # a borrowed branch: nothing worth keeping
                 self._owner[s] = None
-                self._used_at[s] = now
+                self._value(s)
         self._finish_job(running.job, cancelled=cancelled)
 
     def _finish_job(self, job: Job, *, cancelled: bool) -> None:
