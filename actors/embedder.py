@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import ray
 
-from narratoria.runtime.embedding import (EmbeddingBackend, EmbeddingError, EmbeddingSettings,
-                                          backend_identity, make_backend)
+from narratoria.runtime.embedding import (EmbeddingBackend, EmbeddingCache, EmbeddingError,
+                                          EmbeddingSettings, backend_identity, make_backend)
 
 MAX_BATCH = 256
 
@@ -35,6 +35,7 @@ class EmbedderActor:
         self._loaded = threading.Event()
         threading.Thread(target=self._load, args=(settings,), name="embedder-load",
                          daemon=True).start()
+        self._cache = EmbeddingCache()
         self._pending: list[tuple[list[str], asyncio.Future[np.ndarray]]] = []
         self._wake: asyncio.Event | None = None
         self._worker: asyncio.Task[None] | None = None
@@ -63,7 +64,7 @@ class EmbedderActor:
         return {"model": self.identity.model, "version": self.identity.version,
                 "dimensions": self.identity.dimensions, "pid": os.getpid(),
                 "loaded": self._loaded.is_set() and self.backend is not None,
-                "batches": self.batches, "texts": self.texts}
+                "batches": self.batches, "texts": self.texts, "cachedTexts": self._cache.hits}
 
     def status(self) -> dict[str, Any]:
         return self.info()
@@ -94,7 +95,7 @@ class EmbedderActor:
                 texts = [t for chunk, _ in batch for t in chunk]
                 try:
                     backend = await self._ready_backend()
-                    vectors = await asyncio.to_thread(backend.embed_batch, texts)
+                    vectors = await asyncio.to_thread(self._cache.embed_batch, backend, texts)
                 except Exception as exc:  # noqa: BLE001 - each caller gets the error
                     for _, future in batch:
                         if not future.done():

@@ -73,3 +73,46 @@ def test_a_dimension_the_model_lacks_is_refused_when_the_actor_starts():
 
     with pytest.raises(EmbeddingError, match="vector_dimensions 10 does not match"):
         EmbedderActor("local", 10)
+
+
+def test_a_text_embedded_again_is_not_run_through_the_model_again():
+    """A turn embeds its action for the router, the deeds reader and the memory query:
+    the actor keeps recent vectors, so a repeat costs no MiniLM pass on the cores the
+    model decodes on, and gets the same vector."""
+    actor = EmbedderActor("local")
+    action = "I pocket one of Tamsin's bell tokens while she looks away"
+
+    async def twice() -> tuple[np.ndarray, np.ndarray]:  # one loop, as in the Ray actor
+        first = await actor.embed_batch([action, "the tide bell rings"])
+        return first, await actor.embed_batch(["a new line", action, action])
+
+    first, again = asyncio.run(twice())
+    info = actor.info()
+    assert info["texts"] == 5 and info["cachedTexts"] == 2
+    assert np.array_equal(again[1], first[0]) and np.array_equal(again[2], first[0])
+    direct = shared_local().embed_batch(["a new line"])[0]
+    assert float(again[0] @ direct) > 0.9999
+
+
+def test_the_cache_keeps_the_latest_texts_and_embeds_each_missing_text_once():
+    from narratoria.runtime.embedding import EmbeddingCache, HashEmbedding
+
+    class Counting(HashEmbedding):
+        """The shipped hash backend, recording what reached it."""
+
+        def __init__(self) -> None:
+            super().__init__(16)
+            self.seen: list[str] = []
+
+        def embed_batch(self, texts):
+            self.seen.extend(texts)
+            return super().embed_batch(texts)
+
+    backend, cache = Counting(), EmbeddingCache(size=2)
+    vectors = cache.embed_batch(backend, ["a", "b", "a"])
+    assert backend.seen == ["a", "b"]
+    assert np.array_equal(vectors[0], vectors[2])
+    assert np.array_equal(vectors[1], HashEmbedding(16).embed_batch(["b"])[0])
+    cache.embed_batch(backend, ["c"])          # holds a, c: "b" was the least recently used
+    cache.embed_batch(backend, ["a", "b"])
+    assert backend.seen == ["a", "b", "c", "b"]
