@@ -41,7 +41,7 @@ def test_a_stranger_and_a_named_article_read_as_prose():
                answered("q1", {"reputation": {"the_drowned": {"standing": "allied"}}})]
     said = standing_answer("what do they think of me?", [PERCEPTION, REPUTATION], results,
                            NAMES)
-    assert said == ["Tamsin Cask does not know you yet.",
+    assert said == ["Tamsin Cask has formed no opinion of you yet.",
                     "In the eyes of the Drowned, you are one of their own."]
 
 

@@ -36,7 +36,10 @@ _FACTION = {"hostile": "you are an enemy", "unfriendly": "you are not welcome",
 _PERSON = {"hostile": "wants nothing to do with you", "unfriendly": "is wary of you",
            "neutral": "has no settled opinion of you", "friendly": "thinks well of you",
            "devoted": "would go a long way for you"}
-_STRANGER = "does not know you yet"
+# No record: nothing the player did has moved them yet. Not "does not know you": talk
+# is no deed, so a person the player has spoken with, or who hired them in the
+# premise, has no record either.
+_STRANGER = "has formed no opinion of you yet"
 # Inside the neutral band a person still leans: a gift or a theft moves the score by
 # 5-20, and "has no settled opinion of you" alone read as if the deed did nothing.
 # npc-perception's scale is fixed (-100..100, neutral within 30), so the sign tells.
