@@ -198,10 +198,11 @@ def holder(opened: threading.Event, seqs: list[int]) -> Any:
 
 
 def test_running_programs_hold_the_lowest_sequences_and_caches_move_up() -> None:
-    """llama.cpp evaluates a step in one pass only where the rows' KV streams lie close
-    together (8 rows on streams 0-7: 40 ms; spread over 0-17: 84-96 ms on 2 cores), so
-    programs take the lowest free sequences; the prompt cache a taken sequence held
-    moves to a free one, and a later request still reads only what is new."""
+    """llama.cpp evaluates a step in one pass only where the rows' sequences are
+    consecutive (a gap starts another pass: 8 rows on sequences 0-7 took 41 ms on 2
+    cores, on every other sequence 76 ms), so programs take the lowest free sequences;
+    the prompt cache a taken sequence held moves to a free one, and a later request
+    still reads only what is new."""
     from llama_cpp import llama_cpp
 
     planner = ModelPlanner(slots=9, narration_candidates=1)  # one slot beside the holders
@@ -234,6 +235,38 @@ def test_running_programs_hold_the_lowest_sequences_and_caches_move_up() -> None
             assert llama_cpp.llama_memory_seq_pos_max(memory, seq) == len(cells) - 1, seq
     finally:
         planner.close()
+
+
+def test_a_step_hands_llama_cpp_its_rows_by_sequence(planner) -> None:
+    """llama.cpp cuts a batch into a sub-batch (a whole pass of the model) wherever the
+    next row's sequence is not the last one's plus one; a program admitted late takes
+    the lowest free sequence but runs after the older ones, so the step sorts its rows
+    by sequence (each program still reads its own logits: greedy text is unchanged)."""
+    batcher = planner.batcher
+    decoded: list[list[int]] = []
+    original = batcher._decode
+
+    def recording(rows):  # noqa: ANN001 - the batch's own rows
+        decoded.append([row[2] for row in rows])
+        return original(rows)
+
+    short, late = Options(max_tokens=2, temperature=0.0), PROMPTS[4]
+    alone = [planner.call("test", writer(planner, p)).text for p in PROMPTS[:4]]
+    alone_late = planner.call("test", writer(planner, late)).text
+    batcher._decode = recording
+    try:
+        first = planner.submit("test", writer(planner, "The sea", short), session="s")
+        jobs = [planner.submit("test", writer(planner, p), session=str(i))
+                for i, p in enumerate(PROMPTS[:4])]
+        first.wait()
+        newcomer = planner.submit("test", writer(planner, late), session="late")
+        assert [job.wait().text for job in jobs] == alone
+        assert newcomer.wait().text == alone_late
+    finally:
+        batcher._decode = original
+    assert all(seqs == sorted(seqs) for seqs in decoded)
+    # the newcomer took the first program's sequence, below the older programs'
+    assert any(len(set(seqs)) >= 4 and seqs[0] == 0 for seqs in decoded[len(decoded) // 3:])
 
 
 def test_a_long_prompt_read_by_every_session_outlives_many_short_ones() -> None:

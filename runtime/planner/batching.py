@@ -29,8 +29,9 @@ Invariants:
   reading it again costs) on a clock that moves up to each dropped cache's worth, so
   the planning prompt, long and read by every session, outlives many short
   narration caches, and any cache left unread long enough goes.
-- Running programs hold the lowest sequences (:meth:`Batcher._take`): llama.cpp
-  batches rows well only on KV streams that lie close together.
+- Running programs hold the lowest sequences (:meth:`Batcher._take`), and a step
+  hands llama.cpp its rows by sequence (:func:`by_sequence`): llama.cpp evaluates
+  a step in one pass only over consecutive sequences, in increasing order.
 - Admission is fair: each session's requests in order, the sessions in turn, at most
   ``slots`` programs at once, at most ``max_waiting`` waiting (:class:`QueueFull`).
   A plan, which the turn loop drops after 5 s, goes before the other sessions'
@@ -533,9 +534,9 @@ class Batcher:
     def _take(self, k: int) -> list[int]:
         """The ``k`` lowest free sequences (fewer if fewer are free), for a program.
 
-        llama.cpp evaluates a step's rows in one pass only where their KV streams lie
-        close together: eight rows on streams 0-7 took 40 ms on 2 cores, on streams
-        spread over 0-17 84-96 ms (BENCHMARKS.md, "batching"). So running programs
+        llama.cpp evaluates a step's rows in one pass only over consecutive sequences
+        (a gap starts another pass): eight rows on sequences 0-7 took 41 ms on 2 cores,
+        on every other sequence 76 ms (BENCHMARKS.md, "row order"). So running programs
         hold the lowest sequences, and a prompt cache a taken sequence held moves up
         to a free one (an empty one, else the one worth least, if worth less); copying
         cells is a fraction of a millisecond."""
@@ -657,8 +658,12 @@ class Batcher:
         if not chosen:
             return
         rows = [row for r in chosen for row in r.pending.rows]  # type: ignore[union-attr]
+        order = by_sequence(rows)
+        place = [0] * len(rows)  # where each program's row lies in the decoded batch
+        for position, j in enumerate(order):
+            place[j] = position
         try:
-            self._decode(rows)
+            self._decode([rows[j] for j in order])
         except BatchError as exc:
             # A sequence ran past its KV stream: the program furthest along fails (its
             # caller hears why), the rest retry at the next step.
@@ -673,7 +678,7 @@ class Batcher:
         for running in chosen:
             decode = running.pending
             assert decode is not None
-            indices = [at + i for i, row in enumerate(decode.rows) if row[3]]
+            indices = [place[at + i] for i, row in enumerate(decode.rows) if row[3]]
             at += len(decode.rows)
             running.lease.evaluated += len(decode.rows)
             running.pending = None
@@ -746,6 +751,17 @@ def _stop_if_alive(ref: weakref.ref[Batcher]) -> None:
     batcher = ref()
     if batcher is not None:
         batcher._stop()
+
+
+def by_sequence(rows: Sequence[Row]) -> list[int]:
+    """The order to decode ``rows`` in: by sequence, each sequence's rows as they came.
+
+    With a KV stream per sequence, llama.cpp splits a batch into sub-batches that each
+    hold sequences in increasing, consecutive ids, taken in the batch's order, and
+    computes the whole model once per sub-batch. Eight rows on sequences 0-7 in
+    admission order (3, 0, 5, 1, 7, 2, 6, 4) were four passes, not one: 77 ms a step on
+    2 cores against 41 in order (BENCHMARKS.md, "row order")."""
+    return sorted(range(len(rows)), key=lambda j: rows[j][2])
 
 
 def _common(a: Sequence[int], b: Sequence[int], limit: int) -> int:
