@@ -250,18 +250,15 @@ _local: LocalEmbedding | None = None
 
 
 def share_cores_with_llama() -> None:
-    """Run torch single-threaded in a process that also runs llama.cpp.
+    """Run torch and BLAS single-threaded in a process that also runs llama.cpp
+    (runtime/cores.py says why). The daemon keeps the embedder in its own process; a
+    command that hosts both (the raw baseline, the planner eval) calls this first and
+    pays a few ms on its short router queries instead."""
+    import torch  # noqa: F401 - loaded here, so its threads are limited with the rest
 
-    Both use libgomp. Once torch has an OpenMP team, the process manages more
-    threads than there are cores and libgomp stops spinning at barriers: llama.cpp,
-    which passes several barriers a token, decoded at ~65 tokens/s instead of ~120
-    on 2 cores. The daemon keeps the embedder in its own process; a command that
-    hosts both (the raw baseline, the planner eval) calls this first and pays a few
-    ms on its short router queries instead.
-    """
-    import torch
+    from narratoria.runtime.cores import leave_cores_to_llama
 
-    torch.set_num_threads(1)
+    leave_cores_to_llama()
 
 
 def shared_local() -> LocalEmbedding:

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from narratoria.runtime.planner.base import PlanRequest, PlanShape
+from narratoria.runtime.cores import leave_cores_to_llama
 from narratoria.runtime.planner.batching import (DEFAULT_MAX_WAITING, DEFAULT_SLOTS, Batcher, Cancelled,
                                                  Job, Lease, Program)
 from narratoria.runtime.planner.generation import Options, Outcome, generate
@@ -224,6 +225,8 @@ class ModelPlanner:
             return self._llm
         check_model_file(self.model_path)
         from llama_cpp import Llama, LlamaRAMCache
+
+        leave_cores_to_llama()  # OpenBLAS's spinning workers would halve a batch's speed
 
         self.loaded_path = fast_form(self.model_path) if self.requantize else self.model_path
 
