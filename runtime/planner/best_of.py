@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from narratoria.runtime.planner.batching import Lease, Program
 
 SENTENCE_TOKENS = 48          # one candidate sentence at most; past it, it is cut
+NEGLIGIBLE = 30.0             # logits this far below the best: probability under e^-30
 _SENTENCE_END = (".", "!", "?", "…")
 _CLOSERS = "\"'”’)"
 
@@ -181,9 +182,15 @@ class StoryTeller:
             logits[recent] = np.where(values > 0, values / s.repeat_penalty,
                                       values * s.repeat_penalty)
         # the top k only: a full-vocabulary pass per token per candidate costs what
-        # the 2-core machine needs for decoding
-        top = np.argpartition(-logits, s.top_k)[:s.top_k]
-        top = top[np.isfinite(logits[top])]
+        # the 2-core machine needs for decoding. Tokens NEGLIGIBLE below the best one
+        # (times the temperature, if above 1) can be neither sampled nor move a
+        # log-probability: the top k is taken among the rest (49 us a row, not 490).
+        best = float(logits.max())
+        if not math.isfinite(best):
+            return int(self.llm.token_eos()), 0.0
+        top = np.flatnonzero(logits > best - NEGLIGIBLE * max(1.0, s.temperature))
+        if len(top) > s.top_k:
+            top = top[np.argpartition(-logits[top], s.top_k)[:s.top_k]]
         if not len(top):
             return int(self.llm.token_eos()), 0.0
         order = top[np.argsort(-logits[top])]
