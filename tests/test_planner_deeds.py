@@ -361,6 +361,15 @@ def test_asking_where_one_stands_queries_whom_it_names(routed, every):
                                               {"npcId": "orla_finch"})]
 
 
+@pytest.mark.parametrize("text", ["is the merchant league still sore at me",
+                                  "What do the blue coats at the booth think of me these days?"])
+def test_a_standing_question_naming_no_known_group_asks_the_reputation_skill(routed, every, text):
+    """No campaign entity is named: the query goes out with the player's words, which
+    the reputation script matches to the groups it knows (or lists them all)."""
+    plan = plan_for(routed, every, text)
+    assert calls(plan, "reputation") == [("reputation/query-reputation", {"query": text})]
+
+
 def test_looking_and_moving_change_no_one(routed, every):
     for text in ("I walk with Wick down to the harbour steps",
                  "I look at the Bellkeepers' chapel from the quay"):

@@ -150,9 +150,12 @@ def decide(request: PlanRequest, routing: Routing, deeds: list[Deed], refs: set[
               and not (s == MEMORY and deeds and not _MEMORY_WORDS.search(request.player_input))]
     wanted = [d.skill for d in deeds]
     if asks:
-        wanted += [SKILL_OF[m.entity.kind]
-                   for m in mentions(request.player_input, request.entities)
-                   if QUERY[SKILL_OF[m.entity.kind]] in refs]
+        about = [SKILL_OF[m.entity.kind] for m in mentions(request.player_input, request.entities)
+                 if m.entity.kind in SKILL_OF]
+        # Nobody the campaign knows is named ("how popular am i with the greycloaks",
+        # "is the merchant league still sore at me"): the reputation query finds the
+        # groups the words name, or shows every standing.
+        wanted += [s for s in about or [REPUTATION] if QUERY[s] in refs]
     return [*chosen, *(s for s in dict.fromkeys(wanted) if s not in chosen)]
 
 
