@@ -19,6 +19,7 @@ from narratoria.runtime.planner.base import PlanRequest
 from narratoria.runtime.skillrun.plan import Plan, ToolInvocation
 from narratoria.runtime.planner.deeds import (
     asks_standing,
+    names_a_group,
     EVENTS,
     MAGNITUDES,
     MAX_PERCEPTION_DELTA,
@@ -368,6 +369,23 @@ def test_a_standing_question_naming_no_known_group_asks_the_reputation_skill(rou
     the reputation script matches to the groups it knows (or lists them all)."""
     plan = plan_for(routed, every, text)
     assert calls(plan, "reputation") == [("reputation/query-reputation", {"query": text})]
+
+
+@pytest.mark.parametrize("text, group", [
+    ("how popular am i with the greycloaks", True),
+    ("where do i stand w the iron wolves", True),
+    ("What is our standing with the rebel faction?", True),
+    ("Are the mountain dwarves still angry with our company?", True),
+    ("What does the blacksmith think of me after I paid his debts?", False),
+    ("Is the witch suspicious of me?", False),
+    ("I wonder if the princess likes me after the dance.", False),
+    ("Is the guard captain friendly toward me or still wary?", False),
+    ("does anyone here trust me?", False),
+])
+def test_a_group_is_told_from_one_person_by_trade(text, group):
+    """Whom a standing question naming no known entity asks about: a group goes to the
+    reputation query; one person by their trade is left to npc-perception."""
+    assert names_a_group(text) is group
 
 
 def test_looking_and_moving_change_no_one(routed, every):

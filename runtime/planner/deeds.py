@@ -910,6 +910,28 @@ def _group_start(words: list[str], i: int, taken: set[int]) -> int | None:
     return None
 
 
+def names_a_group(text: str) -> bool:
+    """The words name some group, known or not: a plural or a group noun after a
+    determiner ("the merchant league", "the blue coats", "our company"), not one
+    person by their trade ("the blacksmith", "the guard captain")."""
+    words = _words(text)
+    for i, word in enumerate(words):
+        start = _group_start(words, i, set())
+        if start is None:
+            continue
+        if word in _GROUP_NOUNS | _GROUP_WORDS | _COLLECTIVES | {"faction", "factions"}:
+            return True
+        # any other plural only after "the" ("the red hands"; not "his debts", "our
+        # lives"), and not an adjective ("the witch is suspicious")
+        between = words[start:i]
+        if _plural(word) and word not in _THINGS and words[start - 1] in ("the", "those", "these") \
+                and not word.endswith(("ous", "us", "is", "ness", "less")) \
+                and not any(w in _TITLES | _RANKS or w.endswith("ss") for w in between):
+            # ... nor a person's verb ("the princess likes me")
+            return True
+    return False
+
+
 def _statements(text: str) -> str:
     """``text`` without its questions: asking is not doing."""
     return " ".join(s for s in sentences(text) if not s.endswith("?"))

@@ -44,6 +44,7 @@ from narratoria.runtime.embedding import EmbeddingBackend
 from narratoria.runtime.planner.base import PlanRequest, PlanShape
 from narratoria.runtime.planner.deed_sense import DeedSense
 from narratoria.runtime.planner.deeds import (PERCEPTION, REPUTATION, SKILL_OF, Deed, Entity, idle, mentions,
+                    names_a_group,
                     perception_input, reputation_input)
 from narratoria.runtime.skillrun.plan import Plan, PlanMetadata, new_plan_id
 from narratoria.runtime.skillrun.plan import ToolInvocation
@@ -152,10 +153,12 @@ def decide(request: PlanRequest, routing: Routing, deeds: list[Deed], refs: set[
     if asks:
         about = [SKILL_OF[m.entity.kind] for m in mentions(request.player_input, request.entities)
                  if m.entity.kind in SKILL_OF]
-        # Nobody the campaign knows is named ("how popular am i with the greycloaks",
-        # "is the merchant league still sore at me"): the reputation query finds the
-        # groups the words name, or shows every standing.
-        wanted += [s for s in about or [REPUTATION] if QUERY[s] in refs]
+        if not about and names_a_group(request.player_input):
+            # A group the campaign does not know by that name ("is the merchant league
+            # still sore at me"): the reputation query matches the player's words to the
+            # groups it knows, or shows every standing.
+            about = [REPUTATION]
+        wanted += [s for s in about if QUERY[s] in refs]
     return [*chosen, *(s for s in dict.fromkeys(wanted) if s not in chosen)]
 
 
