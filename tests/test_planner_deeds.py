@@ -18,6 +18,7 @@ from conftest import BUILTIN_SKILLS, REPO
 from narratoria.runtime.planner.base import PlanRequest
 from narratoria.runtime.skillrun.plan import Plan, ToolInvocation
 from narratoria.runtime.planner.deeds import (
+    person_by_role,
     asks_standing,
     names_a_group,
     EVENTS,
@@ -369,6 +370,99 @@ def test_a_standing_question_naming_no_known_group_asks_the_reputation_skill(rou
     the reputation script matches to the groups it knows (or lists them all)."""
     plan = plan_for(routed, every, text)
     assert calls(plan, "reputation") == [("reputation/query-reputation", {"query": text})]
+
+
+def test_a_standing_question_naming_no_one_changes_no_one(routed, every):
+    """The router leaves npc-perception to the model when no NPC is named; the model
+    wrote an update for a question ("varro", -20). A question moves no one: it is asked."""
+    plan = plan_for(routed, every, "what does the blacksmith think of me?", LONG_EBB)
+    assert not [t for t in plan.tools if t.toolPath.endswith("/update-perception")
+                or t.toolPath.endswith("/update-reputation")]
+    cast = {e.id for e in LONG_EBB}
+    for ref, tool_input in calls(plan, "npc-perception"):
+        assert ref == "npc-perception/query-perception"
+        assert tool_input.get("npcId") in cast | {"blacksmith", None}
+        assert set(tool_input.get("npcIds", [])) <= cast | {"blacksmith"}
+
+
+def model_plan(*tools: tuple[str, dict, list[str]]) -> Plan:
+    """A plan as the model writes one: (path, input, dependencies) per call."""
+    return Plan(requestId="r1", parallel=False, tools=[
+        ToolInvocation(toolId=f"t{i}", toolPath=path, input=tool_input, dependencies=deps)
+        for i, (path, tool_input, deps) in enumerate(tools, 1)])
+
+
+@pytest.mark.parametrize("npc", ["varro", "npc-perception/query-perception",
+                                 "varro_mcc_npc_npc", "", 7])
+def test_a_perception_call_for_an_npc_no_one_named_is_dropped(npc):
+    """The model filled the call for a question naming no one with an NPC of its own
+    ("varro"), even the tool's path; the query stored state under that id."""
+    from narratoria.runtime.planner.routed import grounded
+
+    plan = grounded(model_plan(("npc-perception/query-perception", {"npcId": npc}, [])),
+                    PlanRequest("what do they all think of me now?", [], entities=LONG_EBB))
+    assert plan.tools == [] and plan.narrative
+
+
+@pytest.mark.parametrize("text, npc", [
+    ("what does the blacksmith think of me?", "blacksmith"),
+    ("I saved the innkeeper's daughter; she should like me more now.", "innkeepers_daughter"),
+    ("Is the guard captain friendly toward me or still wary?", "guard_captain"),
+    ("What is the ship's doctor's opinion of me?", "ships_doctor"),
+])
+def test_a_made_up_npc_becomes_the_person_the_words_name(text, npc):
+    from narratoria.runtime.planner.routed import grounded
+
+    plan = grounded(model_plan(("npc-perception/query-perception", {"npcId": "varro"}, [])),
+                    PlanRequest(text, [], entities=LONG_EBB))
+    assert [t.input for t in plan.tools] == [{"npcId": npc}]
+
+
+def test_a_perception_call_keeps_the_cast_and_the_players_words():
+    from narratoria.runtime.planner.routed import grounded
+
+    text = "I help the Blacksmith's apprentice, then ask Captain Varro for a drink"
+    plan = grounded(model_plan(
+        ("npc-perception/update-perception", {"npcId": "apprentice", "event": "helped"}, []),
+        ("npc-perception/update-perception", {"npcId": "captain_varro", "event": "gift"}, []),
+        ("npc-perception/update-perception", {"npcId": "odile_venn", "event": "gift"}, []),
+        ("npc-perception/query-perception", {"npcIds": ["odile_venn", "meret", "wick"]}, []),
+        ("npc-perception/update-perception", {"npcId": "meret", "event": "lied"}, []),
+    ), PlanRequest(text, [], entities=LONG_EBB))
+    assert [(t.toolPath.split("/")[1], t.input.get("npcId") or t.input["npcIds"])
+            for t in plan.tools] == [
+        ("update-perception", "apprentice"), ("update-perception", "captain_varro"),
+        ("update-perception", "odile_venn"),
+        ("query-perception", ["odile_venn", "blacksmiths_apprentice", "wick"]),
+        ("update-perception", "blacksmiths_apprentice")]
+
+
+@pytest.mark.parametrize("text, npc", [
+    ("What does the blacksmith think of me after I paid his debts?", "blacksmith"),
+    ("How does the old hermit feel about me since I insulted him?", "hermit"),
+    ("Did we ever meet this merchant before, and what does he think of me?", "merchant"),
+    ("I attempt to bluff the harbourmaster, who has never liked me.", "harbourmaster"),
+    ("Am I in the harbour master's good books?", "harbour_master"),
+    ("i stab the bandit leader", "bandit_leader"),
+    ("is the merchant league still sore at me?", None),
+    ("i punch the dock workers", None),
+    ("I look at the map on the table", None),
+    ("what do they think of me", None),
+])
+def test_person_by_role(text, npc):
+    found = person_by_role(text)
+    assert (found.id if found else None) == npc
+
+
+def test_a_call_waiting_on_a_dropped_perception_call_no_longer_waits():
+    from narratoria.runtime.planner.routed import grounded
+
+    plan = grounded(model_plan(
+        ("npc-perception/query-perception", {"npcId": "varro"}, []),
+        ("dice-roller/roll-dice", {"formula": "2d6"}, ["t1"]),
+    ), PlanRequest("I try to talk my way through", [], entities=LONG_EBB))
+    assert [(t.toolPath, t.dependencies) for t in plan.tools] == [
+        ("dice-roller/roll-dice", [])]
 
 
 @pytest.mark.parametrize("text, group", [

@@ -932,6 +932,66 @@ def names_a_group(text: str) -> bool:
     return False
 
 
+# One person by what they are ("the blacksmith", "this merchant", "the innkeeper's
+# daughter"): a trade or rank, or a word for a person.
+_PERSON = re.compile(r"[a-z]{2,}(?:er|or|ist|ian|man|woman|smith|keeper|hand|wife|maid|herd|"
+                     r"ess|ant|ent|wright|monger)$")
+_PERSON_WORDS = frozenset("widow witch hermit guard chief merchant daughter son boy girl child "
+                          "priest priestess monk nun knight cook thief clerk mate friend stranger "
+                          "healer elder squire page bard mage wizard sage smith scout pilot "
+                          "nurse physician bride groom husband wife uncle aunt cousin niece "
+                          "nephew mother father brother sister grandmother grandfather orphan "
+                          "beggar pilgrim captain sergeant lieutenant warden bailiff reeve "
+                          "abbot abbess prior prioress lady lord king queen prince princess "
+                          "duke duchess baron baroness count countess earl bishop mayor "
+                          "sheriff governor emperor empress steward marshal general "
+                          "commander innkeeper headman man woman kid lad lass fellow guy "
+                          "apprentice servant companion neighbour neighbor landlord landlady "
+                          "guide novice acolyte spy boss host patron chef maiden crone hag "
+                          "oracle seer prophet hunter ranger rogue courtesan dame madam "
+                          "matron ma pa granny gran grandpa grandma mum mom dad".split())
+# Words after "the X's" that are the person's, not a person: "the ship's doctor's opinion".
+_OWNED = frozenset("opinion view views trust feelings face mind heart eyes attitude respect "
+                   "good books graces favour favor side word name house home shop "
+                   "debts debt life harvest".split())
+_ROLE_DETERMINERS = frozenset("the this that my our your".split())
+
+
+def person_by_role(text: str) -> Entity | None:
+    """The one person ``text`` names by trade or kind rather than by name, if any: its
+    first phrase after a determiner whose last word is a person ("what does the
+    blacksmith think of me" -> blacksmith, "I saved the innkeeper's daughter" ->
+    innkeepers_daughter); the id spells the phrase as the labelling guide does."""
+    tokens = _tokens(text)
+    for i, token in enumerate(tokens):
+        if token.word not in _ROLE_DETERMINERS:
+            continue
+        phrase: list[_Token] = []
+        for t in tokens[i + 1:i + 5]:
+            if t.word in _STOP | _ME | _REFERS | _SUBJECTS or t.opens \
+                    or (_lemma(t.word) in _VERBS and not _a_person(t.word)) \
+                    or (phrase and t.word in _OWNED and _owner(phrase[-1])):
+                break
+            phrase.append(t)
+        if {t.word for t in phrase} & (_GROUP_NOUNS | _GROUP_WORDS | _COLLECTIVES):
+            continue  # "the merchant league": a group
+        while phrase and not _a_person(phrase[-1].word):
+            phrase.pop()
+        if phrase:
+            kept = [t for t in phrase if t.word not in _AGES] or phrase
+            name = " ".join(t.raw if t is not phrase[-1] else t.text for t in kept)
+            return Entity(entity_id(name), name, "npc")
+    return None
+
+
+def _owner(token: _Token) -> bool:
+    return token.raw.endswith(("'s", "'"))
+
+
+def _a_person(word: str) -> bool:
+    return word in _PERSON_WORDS or (bool(_PERSON.search(word)) and word not in _THINGS)
+
+
 def _statements(text: str) -> str:
     """``text`` without its questions: asking is not doing."""
     return " ".join(s for s in sentences(text) if not s.endswith("?"))

@@ -44,7 +44,7 @@ from narratoria.runtime.embedding import EmbeddingBackend
 from narratoria.runtime.planner.base import PlanRequest, PlanShape
 from narratoria.runtime.planner.deed_sense import DeedSense
 from narratoria.runtime.planner.deeds import (PERCEPTION, REPUTATION, SKILL_OF, Deed, Entity, idle, mentions,
-                    names_a_group,
+                    names_a_group, person_by_role,
                     perception_input, reputation_input)
 from narratoria.runtime.skillrun.plan import Plan, PlanMetadata, new_plan_id
 from narratoria.runtime.skillrun.plan import ToolInvocation
@@ -111,6 +111,13 @@ class RoutedPlanner:
                           fixed=fixed)
         plan = engine_dice(await self.model.generate(replace(request, hints=tuple(chosen)),
                                                      shape), request.player_input)
+        if asks and not deeds:
+            # A question moves no one: left a deed skill on a question naming no one, the
+            # model wrote an update ("what does the blacksmith think of me?" → -20); it is
+            # asked as the skill's query instead.
+            plan = replace_plan(plan, [as_query(t, request.player_input, refs)
+                                       for t in plan.tools])
+        plan = grounded(plan, request)
         if not engine:
             return plan
         tools = [*plan.tools, *engine]
@@ -226,25 +233,79 @@ def engine_dice(plan: Plan, player_input: str) -> Plan:
     """``plan`` with the engine's say on dice (module doc): no roll for words alone, and
     the check dice for a roll with no formula."""
     words = spoken(player_input)
-    dropped = {t.toolId for t in plan.tools if t.toolPath.split("/")[0] == DICE and words}
     tools: list[ToolInvocation] = []
     for tool in plan.tools:
-        if tool.toolId in dropped:
+        if tool.toolPath.split("/")[0] == DICE and words:
             continue
         if tool.toolPath == ROLL and not tool.input.get("formula"):
             tool = structs.replace(tool, input={**tool.input, "formula": CHECK_FORMULA})
-        if dropped & set(tool.dependencies):
-            tool = structs.replace(tool, dependencies=[d for d in tool.dependencies
-                                                       if d not in dropped])
         tools.append(tool)
+    return rebuilt(plan, tools, player_input)
+
+
+def rebuilt(plan: Plan, tools: list[ToolInvocation], player_input: str) -> Plan:
+    """``plan`` with ``tools``: no dependency on a call taken out, and the narrator's
+    turn when none is left."""
     if tools == list(plan.tools):
         return plan
+    left = {t.toolId for t in tools}
+    tools = [t if set(t.dependencies) <= left else structs.replace(
+        t, dependencies=[d for d in t.dependencies if d in left]) for t in tools]
     new = replace_plan(plan, tools)
     if not tools and new.narrative is None:
         new = Plan(requestId=new.requestId, tools=[], parallel=False,
                    narrative=narrative_only(player_input), disabledSkills=new.disabledSkills,
                    metadata=new.metadata, timeoutMs=new.timeoutMs)
     return new
+
+
+def as_query(tool: ToolInvocation, player_input: str, refs: set[str]) -> ToolInvocation:
+    """``tool`` as its skill's query when it is a deed update, else ``tool``."""
+    skill = next((s for s, ref in UPDATE.items() if ref == tool.toolPath), None)
+    if skill is None or QUERY[skill] not in refs:
+        return tool
+    npc = tool.input.get("npcId")
+    query = ({"npcId": npc} if isinstance(npc, str) and npc else None) if skill == PERCEPTION \
+        else {"query": player_input[:500]}
+    return tool if query is None else structs.replace(tool, toolPath=QUERY[skill], input=query)
+
+
+def grounded(plan: Plan, request: PlanRequest) -> Plan:
+    """``plan`` without the NPCs the model made up. A perception call keeps the ids the
+    campaign's cast has or the player's words spell ("captain_varro" for "Captain
+    Varro"); another id becomes the person the words name by trade ("blacksmith" for
+    "what does the blacksmith think of me?"), or the call is dropped when they name
+    none. Asked to fill such a call, the small model wrote "varro", even the tool's own
+    path, and the query stored state under that id."""
+    cast = {e.id for e in request.entities if e.kind == "npc"}
+    words = set(re.findall(r"[a-z0-9]+", request.player_input.lower()))
+    role = person_by_role(request.player_input)
+
+    def fixed(npc: Any) -> str | None:
+        if not isinstance(npc, str):
+            return None
+        parts = set(re.findall(r"[a-z0-9]+", npc.lower()))
+        if npc in cast or parts and parts <= words:
+            return npc
+        return role.id if role is not None else None
+
+    tools: list[ToolInvocation] = []
+    for tool in plan.tools:
+        if tool.toolPath.split("/")[0] == PERCEPTION:
+            npc = fixed(tool.input.get("npcId"))
+            ids = tool.input.get("npcIds")
+            kept = list(dict.fromkeys(i for i in map(fixed, ids) if i)) \
+                if isinstance(ids, list) else []
+            rest = {k: v for k, v in tool.input.items() if k not in ("npcId", "npcIds")}
+            if npc:
+                rest["npcId"] = npc
+            if kept and tool.toolPath == QUERY[PERCEPTION]:
+                rest["npcIds"] = kept  # only the query takes a list
+            if "npcId" not in rest and "npcIds" not in rest:
+                continue
+            tool = structs.replace(tool, input=rest)
+        tools.append(tool)
+    return rebuilt(plan, tools, request.player_input)
 
 
 def replace_plan(plan: Plan, tools: list[ToolInvocation]) -> Plan:
