@@ -63,6 +63,16 @@ def test_the_stream_never_shows_a_wrong_spelling_whatever_the_pieces(ebb, seed):
     assert shown == correct(ebb, STORY)
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_a_name_the_narrator_copies_in_lower_case_is_streamed_as_the_campaign_spells_it(ebb, seed):
+    told = "You give tamsin cask your flask, and odile venn watches from the brinehollow quay."
+    relay = NameRelay(ebb)
+    shown = "".join(relay.feed(p) for p in pieces(told, seed)) + relay.flush()
+    assert shown == ("You give Tamsin Cask your flask, and Odile Venn watches from the "
+                     "Brinehollow Quay.")
+    assert {f.why for f in relay.changes} == {"recased"}
+
+
 def test_the_relay_holds_back_only_a_few_words(ebb):
     relay = NameRelay(ebb)
     shown = relay.feed("You walk along the quay toward the booth where the wardens ")

@@ -71,6 +71,8 @@ def test_clean_prose_passes_every_scorer(action: str, text: str, lexicon) -> Non
     ("Your character feels a chill.", "Your character"),
     ("You've made it to the end of this campaign.", "this campaign"),
     ("The NPC turns to you.", "NPC"),
+    ("The door closes behind you. The End. You wake on the quay.", "The End"),
+    ("You sail home at last.\n\n**THE END**", "THE END"),
 ])
 def test_meta_talk_is_caught(text: str, match: str) -> None:
     hits = ns.meta_talk(text)
@@ -82,6 +84,7 @@ def test_meta_talk_is_caught(text: str, match: str) -> None:
     "The sailors are playing a game of dice by the capstan.",
     "You hear the story of the drowned clerk from Wick.",
     "The wardens' campaign against the guild has lasted a year.",
+    "You walk to the end of the pier. The end of the rope is frayed.",
 ])
 def test_meta_words_inside_the_fiction_pass(text: str) -> None:
     assert ns.meta_talk(text) == []

@@ -121,6 +121,9 @@ def test_the_deed_phrase_drops_the_attempt_and_the_dice_request():
     assert you_form('I say "I am ready" and step forward') == 'You say "I am ready" and step forward'
     assert you_form("I am cold and I climb") == "You are cold and you climb"
     assert you_form("Wick, show me the path") is None
+    # Typed all in lower case, "i" is the player all the same: never the narrator's "I".
+    assert you_form("i give tamsin cask my lamp oil flask") == \
+        "You give tamsin cask your lamp oil flask"
 
 
 # -- stats, difficulty, roll, cost --------------------------------------------------------
@@ -311,6 +314,22 @@ def test_leads_use_canonical_names(ebb):
 
     lead = choose_lead(check, deed.phrase, "x", fix_names=lambda t: correct(ebb.canon, t))
     assert "Odile Venn" in lead and "Odille" not in lead
+
+
+def test_names_typed_in_lower_case_are_spelled_as_the_campaign_does(ebb):
+    from narratoria.runtime.turn.canon import correct, recased
+
+    canon = ebb.canon
+    told = recased(canon, "You ask odile venn what the bellkeepers keep in the undercourt")
+    assert told == "You ask Odile Venn what the Bellkeepers keep in the Undercourt"
+    assert recased(canon, "You give tamsin cask your lamp oil") == "You give Tamsin Cask your lamp oil"
+    # An ordinary word stays as written; a name spelled right is left alone.
+    assert recased(canon, "You trim the wick and lift the boathook by the quay") == \
+        "You trim the wick and lift the boathook by the quay"
+    assert recased(canon, "You light the tide lantern") == "You light the Tide Lantern"
+    assert recased(canon, "Odile Venn nods") == "Odile Venn nods"
+    # The engine's lead goes through the same fixes as the narrator's stream.
+    assert correct(canon, "odile venn nods") == "Odile Venn nods"
 
 
 def test_beat_descriptions_become_second_person_prose(ebb):

@@ -17,6 +17,8 @@ from narratoria.runtime.planner.story import NEUTRAL_LEAD, second_person, story_
     ("I climb the wall", "You climb the wall."),
     ("I climb the wall.", "You climb the wall."),
     ("i climb the wall", "You climb the wall."),
+    ("i give tamsin my flask and then i leave", "You give tamsin your flask and then you leave."),
+    ("i'm cold so i am leaving", "You're cold so you are leaving."),
     ("look at my map", "You look at your map."),
     ("Ask the people", "You ask the people."),
     ("Let me rest by the fire", "You rest by the fire."),

@@ -130,6 +130,9 @@ _LABEL = re.compile(
     r"(?:^|(?<=[\s.!?]))(?:Player action|Player|Action|Scene|Outcomes?|State|Earlier|Characters|"
     r"Campaign facts|Campaign guidance|Guidance|Style|Choices?|Options?|Narrator|Narration|"
     r"Assistant|User|System|Response|Answer)\s*:", re.MULTILINE)
+# A story's closing mark mid-play: "The End." as a sentence of its own.
+_THE_END = re.compile(r"(?:^|(?<=[.!?\"”*]\s)|(?<=\n))\**(?:The End|THE END|The end)"
+                      r"(?:[.!]+\**|\**(?=[ \t]*(?:\n|$)))")
 _APOLOGY = re.compile(r"\b(?:I'm sorry|I am sorry|I apologi[sz]e|I cannot (?:help|assist|"
                       r"continue|write|comply)|I can't (?:help|assist|continue|write))\b",
                       re.IGNORECASE)
@@ -137,9 +140,11 @@ _APOLOGY = re.compile(r"\b(?:I'm sorry|I am sorry|I apologi[sz]e|I cannot (?:hel
 
 def meta_talk(text: str) -> list[Hit]:
     """Talk about the game instead of the fiction: the player, the game, the narrator,
-    the scenario or prompt, the prompt's labels, "As an AI" and its apologies."""
+    the scenario or prompt, the prompt's labels, "The End" written mid-play, "As an AI"
+    and its apologies."""
     return sorted(_hits("meta", _META, text) + _hits("meta", _META_GAME, text)
-                  + _hits("meta", _META_STORY, text) + _hits("label", _LABEL, text)
+                  + _hits("meta", _META_STORY, text) + _hits("meta", _THE_END, text)
+                  + _hits("label", _LABEL, text)
                   + _hits("refusal", _APOLOGY, text), key=lambda h: text.find(h.match))
 
 

@@ -103,7 +103,7 @@ class Fix:
     start: int
     end: int
     text: str
-    why: str                   # misspelt | invented
+    why: str                   # misspelt | recased | invented
     was: str = ""              # the words replaced
 
 
@@ -199,11 +199,11 @@ def scene_names(canon: Canon, state: Mapping[str, Any], npc_ids: Sequence[str] =
 # -- corrections ---------------------------------------------------------------------------
 
 def fixes(canon: Canon, text: str, allowed: frozenset[str] = frozenset()) -> list[Fix]:
-    """Every correction ``text`` needs, in order, none overlapping: misspelt campaign
-    names, and invented people when the campaign forbids them. ``allowed``: more
+    """Every correction ``text`` needs, in order, none overlapping: campaign names
+    written in lower case (:func:`recasings`), misspelt campaign names, and invented people when the campaign forbids them. ``allowed``: more
     words (lower case) that are never an invented name (the player's own name, the
     names the player's action used)."""
-    found: list[Fix] = []
+    found: list[Fix] = recasings(canon, text)
     for m in canon.lexicon.near_misses(text):
         entity = canon.lexicon.get(m.entity)
         if entity is None:
@@ -218,6 +218,33 @@ def fixes(canon: Canon, text: str, allowed: frozenset[str] = frozenset()) -> lis
             if not any(fix.start < e and s < fix.end for s, e in taken):
                 found.append(fix)
     return sorted(found, key=lambda f: f.start)
+
+
+def recasings(canon: Canon, text: str) -> list[Fix]:
+    """Campaign names written all in lower case ("ask odile venn about the heartglass",
+    as a player types) spelled as the campaign does ("Odile Venn", "the Undercourt"). One
+    ordinary word stays as written ("the quay" is not the Quay, "the boathook" a thing):
+    only a name of several words, or one word of a person, place or group that is no
+    common English word, is recased."""
+    out: list[Fix] = []
+    for m in canon.lexicon.find(text):
+        entity = canon.lexicon.get(m.entity)
+        if entity is None or m.alias != m.alias.lower():
+            continue
+        written = " ".join(m.alias.split()).lower()
+        if " " not in written and (written in canon.lexicon.common or entity.kind == "item"):
+            continue  # "the quay", "the boathook": a thing's one word reads as a word
+        for name in (entity.name, *entity.aliases):
+            bare = re.sub(r"^(?:the|The)\s+", "", " ".join(name.split()))
+            if bare.lower() == written and bare != written:
+                out.append(Fix(m.start, m.end, bare, "recased", m.alias))
+                break
+    return out
+
+
+def recased(canon: Canon, text: str) -> str:
+    """``text`` with :func:`recasings` applied (the player's words, for the narrator)."""
+    return apply(text, recasings(canon, text))
 
 
 def correct(canon: Canon, text: str, allowed: frozenset[str] = frozenset()) -> str:

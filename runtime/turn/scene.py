@@ -44,7 +44,7 @@ from narratoria.runtime.planner.narration_scores import excerpt
 from narratoria.runtime.skillrun.executor import ExecutorEvent
 from narratoria.runtime.skillrun.plan import ExecutionResult, Plan, ToolError
 from narratoria.runtime.turn.analytics import AnalyticsLog
-from narratoria.runtime.turn.canon import Canon, NameRelay, correct
+from narratoria.runtime.turn.canon import Canon, NameRelay, correct, recased
 from narratoria.runtime.turn.events import STORING_PHASE, Emit, TurnEventKind
 from narratoria.runtime.turn.grounding import GroundingReport, facts_for_narration, report
 from narratoria.runtime.turn.history import History, bounded_history
@@ -363,7 +363,8 @@ async def run_scene(services: SceneServices, scene: SceneInput, emit: Emit) -> S
         canon = scene.canon
         context = NarrationContext(
             facts=facts.text if facts else "",
-            player_input=scene.player_input, scene=scene.last_narration,
+            player_input=recased(canon, scene.player_input) if canon is not None
+            else scene.player_input, scene=scene.last_narration,
             outcomes=_outcomes(outcome),
             memories=_beyond(list(history.parts), scene.last_narration),
             state=_narratable(state),
@@ -545,7 +546,7 @@ def _allowed_names(scene: SceneInput, state: SessionState) -> frozenset[str]:
 def _log_names(emit: Emit, scene: SceneInput, relay: NameRelay) -> None:
     for fix in relay.changes:
         was = excerpt(fix.was, budget=40)
-        message = (f"name corrected: {was!r} -> {fix.text!r}" if fix.why == "misspelt" else
+        message = (f"name corrected: {was!r} -> {fix.text!r}" if fix.why != "invented" else
                    f"invented name removed: {was!r}")
         emit(TurnEventKind.LOG, {"level": "info", "message": message, "source": "names"})
         log.info("session %s scene %d: %s", scene.session_id, scene.turn_number, message)

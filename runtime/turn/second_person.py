@@ -114,18 +114,16 @@ def _swap(text: str) -> str:
         if part[:1] in "\"“”":
             out.append(part)
             continue
-        part = re.sub(r"\b(I|i)\s+am\b", "you are", part)
-        part = re.sub(r"\b(I|i)\s+was\b", "you were", part)
+        part = re.sub(r"\b[Ii]\s+am\b", "you are", part)
+        part = re.sub(r"\b[Ii]\s+was\b", "you were", part)
         part = _WORD.sub(lambda m: _swapped(m.group(0)), part)
         out.append(part)
     return "".join(out)
 
 
 def _swapped(word: str) -> str:
-    lower = word.lower()
-    if lower not in _SWAP or (lower == "i" and word != "I"):
-        return word
-    return _SWAP[lower]
+    # A player who types all in lower case writes "i" for I: the pronoun all the same.
+    return _SWAP.get(word.lower(), word)
 
 
 def _unquoted(text: str) -> str:
