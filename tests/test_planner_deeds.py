@@ -482,6 +482,30 @@ def test_a_group_is_told_from_one_person_by_trade(text, group):
     assert names_a_group(text) is group
 
 
+def test_the_routers_guess_of_a_deed_skill_stands_only_where_the_reading_is_not_sure_of_none(
+        every):
+    """The router's phrases match talk about a group as readily as a deed done to it;
+    where the fitted reading finds neither a deed nor a question (``unsure``), its guess
+    of a deed skill is dropped, and only that."""
+    from narratoria.runtime.planner.router import Route, Routing
+    from narratoria.runtime.planner.routed import decide
+
+    refs = {s.ref for s in every}
+    request = PlanRequest("Where do the Lampwrights keep their ledgers?", every,
+                          entities=LONG_EBB)
+    routing = Routing([Route("reputation", 0.4, "", True, 0.7),
+                       Route("memory", 0.3, "", True, 0.6)], 0.2, "")
+    assert decide(request, routing, [], refs) == ["reputation", "memory"]
+    assert decide(request, routing, [], refs, unsure=True) == ["memory"]
+
+
+def test_a_question_about_a_group_changes_no_standing(routed, every):
+    text = "Where do the Lampwrights keep their ledgers?"
+    assert routed.sense.turn_reading(text, LONG_EBB).unsure
+    plan = plan_for(routed, every, text, LONG_EBB)
+    assert not calls(plan, "reputation") and not calls(plan, "npc-perception")
+
+
 def test_looking_and_moving_change_no_one(routed, every):
     for text in ("I walk with Wick down to the harbour steps",
                  "I look at the Bellkeepers' chapel from the quay"):

@@ -52,6 +52,11 @@ _MIN_GROUP_CASES = 20  # of each answer; fewer and the first person named stays 
 NONE = "none"
 DECIDE_AT = 0.6
 VETO_BELOW = 0.1
+# Under this, the router's own guess of a deed skill is dropped (routed.decide): its
+# phrases match talk about a deed ("what would happen if I stole from them?", "I might
+# join the resistance") as readily as the deed. 0.2 by the six training sets the shipped
+# weights never saw: accuracy 0.833 -> 0.841, no recall lost, planner_eval unchanged.
+ROUTER_VETO_BELOW = 0.2
 NAMED_BY = 0.03
 _MAX_GUESSES = 12
 MODEL_PATH = Path(__file__).with_name("data") / "deed_sense.npz"
@@ -87,6 +92,16 @@ class Reading:
         if person is not None and group is not None and self.probabilities.get(GROUP, 0) >= 0.5:
             return group
         return person or (sure[0] if sure else None)
+
+
+@dataclass(frozen=True)
+class TurnReading:
+    """What the engine reads of a turn: its deeds, whether it asks where the player
+    stands, and ``unsure``: the fitted reading finds neither a deed nor a question."""
+
+    deeds: list[Deed]
+    asks: bool
+    unsure: bool = False
 
 
 @dataclass(frozen=True)
@@ -265,10 +280,20 @@ class DeedSense:
     def turn(self, text: str, entities: Sequence[Entity] = ()) -> tuple[list[Deed], bool]:
         """The deeds ``text`` does, and whether it asks where the player stands (see
         :meth:`_turn`); a harm told to someone about a group is done to the group."""
-        deeds, asks = self._turn(text, entities)
-        return told_about_group(text, entities, deeds), asks
+        found = self.turn_reading(text, entities)
+        return found.deeds, found.asks
 
-    def _turn(self, text: str, entities: Sequence[Entity] = ()) -> tuple[list[Deed], bool]:
+    def turn_reading(self, text: str, entities: Sequence[Entity] = ()) -> TurnReading:
+        """:meth:`turn`'s answer, and whether the fitted reading is sure the input does
+        no deed and asks nothing (both probabilities under :data:`ROUTER_VETO_BELOW`)."""
+        deeds, asks, reading = self._turn(text, entities)
+        probabilities = reading.probabilities
+        unsure = bool(probabilities) and max(probabilities[DEED],
+                                             probabilities[QUERY]) < ROUTER_VETO_BELOW
+        return TurnReading(told_about_group(text, entities, deeds), asks, unsure)
+
+    def _turn(self, text: str, entities: Sequence[Entity] = ()
+              ) -> tuple[list[Deed], bool, Reading]:
         """The deeds ``text`` does, and whether it asks where the player stands.
 
         The verb lists first: they name the event and every target. The sense reads
@@ -289,19 +314,19 @@ class DeedSense:
         both = person_and_group(text, entities)
         if both and not _UNDONE.search(text) and not (
                 sure and reading.probabilities[DEED] < self.decide_at):
-            return both, False  # a person handed to a group, or sided with against one
+            return both, False, reading  # a person handed to a group, or sided with against one
         if deeds and not (sure and reading.probabilities[DEED] < self.veto_below):
-            return deeds, False
+            return deeds, False, reading
         if deeds:  # the lists misread it ("where do i stand with the sidewinders")
-            return [], bool(asks and reading.probabilities[QUERY] >= self.veto_below)
+            return [], bool(asks and reading.probabilities[QUERY] >= self.veto_below), reading
         if asks and not (sure and reading.probabilities[QUERY] < self.veto_below):
-            return [], True
+            return [], True, reading
         if reading.side == QUERY:
-            return [], True
+            return [], True, reading
         if _others_act(text, reading.named) or fair_trade(text) or _UNDONE.search(text):
-            return [], False
+            return [], False, reading
         deed = self.deed(text, entities, reading)
-        return ([deed] if deed is not None else []), False
+        return ([deed] if deed is not None else []), False, reading
 
     def _own_reading(self, text: str, entities: Sequence[Entity]) -> Reading:
         """The reading of the player's own sentences where the input first tells what

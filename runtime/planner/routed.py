@@ -42,7 +42,7 @@ from msgspec import structs
 
 from narratoria.runtime.embedding import EmbeddingBackend
 from narratoria.runtime.planner.base import PlanRequest, PlanShape
-from narratoria.runtime.planner.deed_sense import DeedSense
+from narratoria.runtime.planner.deed_sense import DeedSense, TurnReading
 from narratoria.runtime.planner.deeds import (PERCEPTION, REPUTATION, SKILL_OF, Deed, Entity, idle, mentions,
                     names_a_group, person_by_role,
                     perception_input, reputation_input)
@@ -79,11 +79,10 @@ class RoutedPlanner:
         self.last_routing = routing
         refs = {s.ref for s in offered}
         # No deed skill offered (the default set): nothing to read, no embedding to pay.
-        found, asks = (await asyncio.to_thread(self.read, request.player_input,
-                                               request.entities)
-                       if refs & {*UPDATE.values(), *QUERY.values()} else ([], False))
-        deeds = [d for d in found if UPDATE[d.skill] in refs]
-        chosen = decide(request, routing, deeds, refs, asks=asks)
+        reading = (await asyncio.to_thread(self.read, request.player_input, request.entities)
+                   if refs & {*UPDATE.values(), *QUERY.values()} else TurnReading([], False))
+        deeds, asks = [d for d in reading.deeds if UPDATE[d.skill] in refs], reading.asks
+        chosen = decide(request, routing, deeds, refs, asks=asks, unsure=reading.unsure)
         if self.trust_model:
             plan = await self.model.generate(replace(request, hints=tuple(chosen)))
             return engine_dice(plan, request.player_input)
@@ -123,9 +122,9 @@ class RoutedPlanner:
         tools = [*plan.tools, *engine]
         return replace_plan(plan, tools)
 
-    def read(self, text: str, entities: Sequence[Entity]) -> tuple[list[Deed], bool]:
+    def read(self, text: str, entities: Sequence[Entity]) -> TurnReading:
         """The deeds ``text`` does, and whether it asks where the player stands."""
-        return self.sense.turn(text, entities)
+        return self.sense.turn_reading(text, entities)
 
     def warm(self, request: PlanRequest) -> float:
         """Embed the router's phrases and cache the planning prompt for ``request``'s
@@ -144,16 +143,18 @@ class RoutedPlanner:
 
 
 def decide(request: PlanRequest, routing: Routing, deeds: list[Deed], refs: set[str], *,
-           asks: bool = False) -> list[str]:
+           asks: bool = False, unsure: bool = False) -> list[str]:
     """The skills a turn calls: the router's, and the deed skills the engine's reading
     adds (a deed done to someone, a question naming whom it asks about) or takes away
-    (the router's guess on an input that only looks, moves or asks about something else).
-    The dice go where only words are said, or only a courteous deed is done."""
+    (the router's guess on an input that only looks, moves or asks about something else,
+    or that the fitted reading, ``unsure``, finds neither a deed nor a question: talk
+    of a deed not done). The dice go where only words are said, or only a courteous
+    deed is done."""
     unrolled = spoken(request.player_input) or (
         bool(deeds) and all(d.event in COURTEOUS for d in deeds)
         and not asks_roll(request.player_input) and not _AT_STAKE.search(request.player_input))
     chosen = [s for s in routing.chosen
-              if (s not in UPDATE or not idle(request.player_input))
+              if (s not in UPDATE or not (unsure or idle(request.player_input)))
               and not (s == DICE and unrolled)
               and not (s == MEMORY and deeds and not _MEMORY_WORDS.search(request.player_input))]
     wanted = [d.skill for d in deeds]
