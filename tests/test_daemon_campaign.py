@@ -46,6 +46,19 @@ def test_a_built_in_campaign_starts_from_its_state_and_cast(pattern_daemon):
         assert knowledge and [n.npc_id for n in knowledge[0].npcs] == ["odile_venn"]
 
 
+def test_an_item_handed_over_leaves_the_inventory_and_the_next_turn_knows(pattern_daemon):
+    with pattern_daemon.client() as client:
+        session = client.create_session(campaign="long_ebb")
+        events = play(client, session.id, text="i give tamsin cask my lamp oil flask")
+        assert "handed over: lamp_oil_flask" in logs(events, "items")
+        assert set(state_of(client, session.id)["player"]["inventory"]) == {"tide_lantern",
+                                                                          "boathook"}
+        looked = play(client, session.id, text="I look at my tide lantern")
+        assert not logs(looked, "items")
+        assert set(state_of(client, session.id)["player"]["inventory"]) == {"tide_lantern",
+                                                                          "boathook"}
+
+
 def test_plot_beats_trigger_as_scenes_pass_and_are_saved_with_the_turn(pattern_daemon):
     with pattern_daemon.client() as client:
         session = client.create_session(campaign="long_ebb")

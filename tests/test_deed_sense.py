@@ -129,6 +129,20 @@ def test_someone_elses_act_is_no_deed_of_the_players(sense, text, entities):
 
 
 @pytest.mark.parametrize("text", [
+    "What would the Tithe Wardens do if someone robbed their strongbox?",
+    "what if i stole odile venn's purse",
+    "i could tell the bellkeepers what tamsin said, but i keep quiet",
+])
+def test_a_deed_asked_about_or_let_go_is_not_done(sense, text):
+    assert sense.turn(text, LONG_EBB) == ([], False)
+
+
+def test_a_deed_done_is_read_whatever_follows_it(sense):
+    [deed] = sense.turn("I punch Corran Hale, but I don't kill him", LONG_EBB)[0]
+    assert (deed.target.id, deed.delta < 0) == ("corran_hale", True)
+
+
+@pytest.mark.parametrize("text", [
     "Odile Venn stands the whole quay a round of rum. I take my cup with the rest.",
     "Meret Alder slaps a dockhand across the face while I mend my net.",
     "Someone smashed the Lampwrights' window last night. I ask the watch what they saw.",

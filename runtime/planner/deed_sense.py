@@ -409,7 +409,14 @@ _THIRD_PERSON = frozenset("he she they it someone somebody everyone nobody".spli
 _UNDONE = re.compile(r"\b(?:not (?:now|tonight|yet|today)\b|sleep on it|(?:don't|do not|dont) "
                      r"actually|decided? (?:not|against)|in my head|just (?:thinking|wondering)|"
                      r"daydream|think(?:ing)? about \w+ing|plan(?:s|ning)? to|intend(?:s|ing)? to|"
-                     r"for now,? i\b)", re.I)
+                     r"for now,? i\b|"
+                     # a deed asked about, not done: "what would happen if I stole from them?"
+                     r"\bwhat (?:would|will) (?:happen|[\w'’ ]{1,40}?\bdo)\b.{0,40}\bif\b|\bwhat if (?:i|we)\b|"
+                     r"\bhypothetical\w*|"
+                     # a deed thought of and let go: "…, but I keep quiet"
+                     r"\bbut (?:then )?(?:i|we) (?:keep quiet|stay quiet|say nothing|"
+                     r"hold (?:my|our) tongue|think better of it|change (?:my|our) mind|"
+                     r"stop (?:myself|ourselves)|do nothing))", re.I)
 
 
 # The player named as the doer where someone else is the sentence's subject.

@@ -45,6 +45,7 @@ from narratoria.runtime.skillrun.executor import ExecutorEvent
 from narratoria.runtime.skillrun.plan import ExecutionResult, Plan, ToolError
 from narratoria.runtime.turn.analytics import AnalyticsLog
 from narratoria.runtime.turn.canon import Canon, NameRelay, correct, recased
+from narratoria.runtime.turn.handover import handed_over, handover_patch
 from narratoria.runtime.turn.events import STORING_PHASE, Emit, TurnEventKind
 from narratoria.runtime.turn.grounding import GroundingReport, facts_for_narration, report
 from narratoria.runtime.turn.history import History, bounded_history
@@ -336,6 +337,8 @@ async def run_scene(services: SceneServices, scene: SceneInput, emit: Emit) -> S
     # The engine decides a risky action; a skill that told the turn itself, or a
     # skills-only turn, is not narrated by the engine and resolves nothing.
     check = None if (scene.execute_only or told) else _resolve(scene, outcome, state, emit)
+    if check is None or check.outcome != "failure":
+        _hand_over(scene, state, emit)
     if outcome.fallback:
         _settle_beats(emit, scene, state, narrated=False)
         emit(TurnEventKind.FALLBACK, {
@@ -447,6 +450,23 @@ def _settle_beats(emit: Emit, scene: SceneInput, state: SessionState, narrated: 
         message = (f"plot beat triggered: {beat}" if narrated else
                    f"plot beat deferred: {beat} (this scene is not told by the narrator)")
         emit(TurnEventKind.LOG, {"level": "info", "message": message, "source": "plot"})
+
+
+def _hand_over(scene: SceneInput, state: SessionState, emit: Emit) -> None:
+    """What the player hands over leaves the inventory (handover.py)."""
+    items = handed_over(scene.player_input, scene.canon, state.tree)
+    patch = handover_patch(items, state.tree)
+    if not patch:
+        return
+    try:
+        state.apply_patch(patch)
+    except (ValueError, TypeError) as exc:  # a cap refused it: the story goes on
+        log.warning("session %s scene %d: the handover was not saved: %s",
+                    scene.session_id, scene.turn_number, exc)
+        return
+    message = f"handed over: {', '.join(items)}"
+    emit(TurnEventKind.LOG, {"level": "info", "message": message, "source": "items"})
+    log.info("session %s scene %d: %s", scene.session_id, scene.turn_number, message)
 
 
 def _plan_roll(outcome: TurnOutcome) -> Roll | None:
