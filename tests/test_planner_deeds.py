@@ -141,6 +141,10 @@ def test_without_a_cast_names_and_groups_come_from_the_words():
     ("I betray Orla Finch to the riders", NINTH,
      {("npc", "orla_finch", "down"), ("faction", "riders", "up")}),
     ("I give the shepherds a sack of oats", NINTH, {("faction", "shepherds", "up")}),
+    # typed in lower case, an owner that is a group is the group, not someone by that name
+    ("i smash the rowing club's trophy cabinet", (), {("faction", "club", "down")}),
+    ("i torch the harbour watch's boathouse", (), {("faction", "harbour_watch", "down")}),
+    ("i smash rook's lantern", (), {("npc", "rook", "down")}),
 ])
 def test_a_deed_names_whom_and_which_way(text, entities, expected):
     assert changes(text, entities) == expected

@@ -538,7 +538,7 @@ _GROUP_WORDS = frozenset("guild guilds watch council temple order church company
                          "corp inc co collective cartel authority directorate agency bureau "
                          "ministry institute foundation alliance federation empire republic "
                          "coalition brethren choir corps salvage holdings enterprises "
-                         "logistics shipping mining trading".split())
+                         "logistics shipping mining trading club society firm".split())
 _NOT_PERSON_BEFORE = frozenset("the a an on in at into near across inside outside through "
                                "toward towards within".split())
 _PRONOUNS = {"him": "npc", "her": "npc", "them": "any"}
@@ -738,15 +738,17 @@ def mentions(text: str, entities: Sequence[Entity] = ()) -> list[Mention]:
             taken |= set(range(i, j))
             i = j
             continue
+        owned_by_group = token.raw.endswith(("'s", "'")) and token.word in _GROUP_WORDS
         if lower_case and not knows_cast and token.raw.endswith("'s") and \
-                token.word not in _NOT_OWNERS and not _PEOPLE.search(token.word) and \
+                token.word not in _NOT_OWNERS | _GROUP_WORDS and not _PEOPLE.search(token.word) and \
                 (i == 0 or words[i - 1] not in _DETERMINERS | _GROUP_DETERMINERS):
             # "i diss rook's lockpicking": typed in lower case, an owner is someone
             found.append(Mention(Entity(entity_id(token.text), token.text, "npc"), i, i + 1))
             taken.add(i)
             i += 1
             continue
-        known = token.word in _GROUP_NOUNS or token.word in _COLLECTIVES
+        # "the chess club's trophy", "helix corp's hub": an owner that is a group
+        known = token.word in _GROUP_NOUNS or token.word in _COLLECTIVES or owned_by_group
         if (known or _PEOPLE.search(token.word)) and not token.capital and i > 0 \
                 and token.word not in _THINGS:
             start = _group_start(words, i, taken)
