@@ -73,6 +73,17 @@ def test_a_name_the_narrator_copies_in_lower_case_is_streamed_as_the_campaign_sp
     assert {f.why for f in relay.changes} == {"recased"}
 
 
+def test_the_engines_own_words_are_shown_as_written_and_only_the_models_are_corrected(ebb):
+    # The lead is the engine's: the author's beat prose may write a place in lower case
+    # ("the brinehollow quay" here), and that is the author's spelling, not a slip.
+    relay = NameRelay(ebb)
+    lead = "You wait by the brinehollow quay. "
+    shown = relay.verbatim(lead) + relay.feed("Then odile venn ") + relay.feed("walks up.")
+    shown += relay.flush()
+    assert shown == lead + "Then Odile Venn walks up."
+    assert [f.was for f in relay.changes] == ["odile venn"]
+
+
 def test_the_relay_holds_back_only_a_few_words(ebb):
     relay = NameRelay(ebb)
     shown = relay.feed("You walk along the quay toward the booth where the wardens ")

@@ -404,6 +404,14 @@ class NameRelay:
     def flush(self) -> str:
         return self._emit(len(self.pending), final=True)
 
+    def verbatim(self, text: str) -> str:
+        """``text`` as written, after what is pending: the engine's lead, whose names are
+        the campaign's and whose beat prose is the author's ("At the ferry landing" is
+        not to be recased to the place's heading)."""
+        out = self.flush() if self.pending else ""
+        self.context = (self.context + text)[-CONTEXT_CHARS:]
+        return out + text
+
     def _emit(self, cut: int, final: bool = False) -> str:
         window = self.context + self.pending
         base = len(self.context)

@@ -603,13 +603,14 @@ async def _recall(memory: Memory, scene: SceneInput, clock: _Clock) -> list[str]
 async def _narrate(narrator: Narrator, context: NarrationContext, emit: Emit,
                    relay: NameRelay | None = None) -> str:
     """The narrator's stream, shown as it comes: it begins with the engine's lead (the
-    lead is put first when the narrator did not begin with it), and passes through the
-    name relay."""
+    lead is put first when the narrator did not begin with it), and the model's words
+    pass through the name relay (the lead is the engine's own, already spelled right)."""
     shown: list[str] = []
     received = 0
 
-    def show(text: str) -> None:
-        text = relay.feed(text) if relay is not None else text
+    def show(text: str, engine: bool = False) -> None:
+        if relay is not None:
+            text = relay.verbatim(text) if engine else relay.feed(text)
         if text:
             shown.append(text)
             emit(TurnEventKind.NARRATION, {"text": text})
@@ -626,16 +627,18 @@ async def _narrate(narrator: Narrator, context: NarrationContext, emit: Emit,
             begun = head.lstrip()
             if begun.startswith(lead):
                 started = True
-                show(begun)
+                show(lead, engine=True)
+                show(begun[len(lead):])
             elif not lead.startswith(begun):
                 started = True  # the narrator wrote its own opening: the lead goes first
-                show(lead + ("" if begun[:1] in ("\n", "") else " ") + begun)
+                show(lead + ("" if begun[:1] in ("\n", "") else " "), engine=True)
+                show(begun)
     except asyncio.CancelledError:
         raise
     except Exception:  # noqa: BLE001 - the narrator died: keep what it said, if anything
         log.warning("narration failed after %d pieces", received, exc_info=True)
     if not started:
-        show(lead)  # nothing past the lead (or only part of it): the lead alone
+        show(lead, engine=True)  # nothing past the lead (or only part of it): the lead alone
     if relay is not None and (rest := relay.flush()):
         shown.append(rest)
         emit(TurnEventKind.NARRATION, {"text": rest})
