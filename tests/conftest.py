@@ -22,6 +22,11 @@ BUILTIN_SKILLS = REPO / "skills"
 RUN_TMPDIR = tempfile.mkdtemp(prefix="narratoria-tests-")
 os.environ["TMPDIR"] = RUN_TMPDIR
 
+# The suite's workers and their daemons share the machine's cores: a model that
+# decoded on every core would stall at llama.cpp's barriers whenever another worker
+# took one (runtime/cores.py), several times slower than on one thread.
+os.environ.setdefault("NARRATORIA_THREADS", "1")
+
 
 def process_alive(pid: int) -> bool:
     """True if ``pid`` runs; a zombie awaiting its reaper counts as dead."""

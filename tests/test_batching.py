@@ -1,5 +1,5 @@
 """Continuous batching on the real model (runtime/planner/batching.py): batched greedy
-text equals unbatched, grammars stay with their sequence, a cancelled request leaves
+text is greedy for its own prompt, grammars stay with their sequence, a cancelled request leaves
 at once, sessions are served in turn, the queue has a bound, and the batch's record
 of every sequence is what llama.cpp holds."""
 
@@ -47,28 +47,57 @@ def gate(opened: threading.Event) -> Any:
     return program
 
 
-def test_greedy_text_is_the_same_batched_and_alone(planner) -> None:
-    alone = [planner.call("test", writer(planner, p)).text for p in PROMPTS]
+def read_alone(planner: ModelPlanner, prompt: str, told: list[int]) -> Any:
+    """A program that reads ``prompt`` then ``told`` on one sequence, token by token, and
+    returns, for each told token, how far its logit lies below the best one."""
+    tokens = planner.llm.tokenize(prompt.encode(), add_bos=True)
+
+    def program(lease: Any) -> Any:
+        seq = lease.seqs[0]
+        index = yield from lease.feed(seq, tokens)
+        gaps = []
+        for at, token in enumerate(told):
+            logits = lease.logits(index)
+            gaps.append(float(logits.max() - logits[token]))
+            index = (yield from lease.step([(token, len(tokens) + at, seq, True)]))[0]
+        return gaps
+    return program
+
+
+# How far below the best logit a batched token may lie when read alone. llama.cpp's
+# kernels are not batch-invariant: a batch of several rows rounds differently from one,
+# so where two tokens nearly tie greedy text may part from the unbatched text there
+# (seen on one CPU build, not on another). Text read from another sequence's cells lies
+# logits below the best; a rounding difference lies hundredths below it.
+TIE = 0.25
+
+
+def test_greedy_text_batched_is_greedy_for_its_own_prompt(planner) -> None:
+    alone = [planner.call("test", writer(planner, p)) for p in PROMPTS]
     jobs = [planner.submit("test", writer(planner, p), session=str(i))
             for i, p in enumerate(PROMPTS)]
-    batched = [job.wait().text for job in jobs]
+    batched = [job.wait() for job in jobs]
     assert planner.batcher.peak_running >= 4  # they really decoded side by side
-    assert batched == alone
+    for prompt, one, many in zip(PROMPTS, alone, batched):
+        assert max(planner.call("test", read_alone(planner, prompt, one.tokens))) <= TIE
+        gaps = planner.call("test", read_alone(planner, prompt, many.tokens))
+        assert len(many.tokens) == GREEDY.max_tokens and max(gaps) <= TIE, (prompt, gaps)
     # the same prompt eight times in one batch: eight equal texts
     same = [planner.submit("test", writer(planner, PROMPTS[1]), session=str(i))
             for i in range(8)]
-    assert {job.wait().text for job in same} == {alone[1]}
+    assert len({job.wait().text for job in same}) == 1
 
 
 def test_one_sequences_grammar_never_constrains_another(planner) -> None:
     yes_no = Options(max_tokens=8, temperature=0.0, grammar='root ::= "yes" | "no"')
-    free = planner.call("test", writer(planner, PROMPTS[0])).text
     jobs = [planner.submit("test", writer(planner, "Answer yes or no: is the sea wet?", yes_no),
                            session="g"),
             planner.submit("test", writer(planner, PROMPTS[0]), session="f")]
-    constrained, unconstrained = (job.wait().text for job in jobs)
-    assert constrained in ("yes", "no")
-    assert unconstrained == free and len(unconstrained.split()) > 10
+    constrained, unconstrained = (job.wait() for job in jobs)
+    assert constrained.text in ("yes", "no")
+    # a grammar that leaked would hold the other sequence to "yes"/"no" too
+    gaps = planner.call("test", read_alone(planner, PROMPTS[0], unconstrained.tokens))
+    assert len(unconstrained.text.split()) > 10 and max(gaps) <= TIE, gaps
 
 
 def test_a_cancelled_request_leaves_the_batch_at_once(planner) -> None:

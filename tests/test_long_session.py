@@ -1,7 +1,7 @@
 """A long session through a real daemon (pattern planner, the real model narrating, MiniLM,
 DuckDB): twenty-four turns played as `narratoria bench long` plays them. The narrator's
-history at turn 24 costs what it did at turn 10 (within 1.2x), and a fact planted at
-turn 3 is in the history of the turn that asks about it at the end."""
+history over the last ten turns costs what it did around turn 10 (medians, within 1.2x),
+and a fact planted at turn 3 is in the history of the turn that asks about it at the end."""
 
 from __future__ import annotations
 
@@ -27,7 +27,10 @@ def test_the_history_stays_bounded_from_turn_10_to_the_last(played):
     at = {t.turn: t for t in played}
     assert len(played) == TURNS
     assert at[10].tokens and at[TURNS].tokens, "every turn reports its history's tokens"
-    assert at[TURNS].tokens <= MAX_TOKEN_RATIO * at[10].tokens
+    # Medians over turns 6-15 and the last ten (bench/long.py): turn 10 alone may lie on
+    # the ramp before the budget fills.
+    report = report_of(played)["contextTokens"]
+    assert report["aroundTurnN"]["p50"] <= MAX_TOKEN_RATIO * report["aroundTurn10"]["p50"]
     # Every turn with a past reports it (the first has none), within the budget.
     assert all(t.tokens is not None and t.tokens <= t.budget for t in played[1:])
     # Past turn 20 the old scenes come as rolling summaries.

@@ -31,7 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     serve.add_argument("--model", metavar="PATH", help="the GGUF model for planning and narration")
     add_skill_dirs(serve)
     serve.add_argument("--threads", type=positive_int, metavar="N",
-                       help="CPU threads for the model (default: every core)")
+                       help="CPU threads for the model (default: $NARRATORIA_THREADS, else every "
+                            "core; fewer where other busy processes share the cores)")
     serve.add_argument("--seed", type=int, metavar="N",
                        help="the model's sampling seed (default 42; `eval narration --seed`)")
     serve.add_argument("--narration-mode", choices=("story", "chat", "auto"),

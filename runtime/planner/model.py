@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from narratoria.runtime.planner.base import PlanRequest, PlanShape
-from narratoria.runtime.cores import leave_cores_to_llama
+from narratoria.runtime.cores import leave_cores_to_llama, llama_threads
 from narratoria.runtime.planner.batching import (DEFAULT_MAX_WAITING, DEFAULT_SLOTS, Batcher, Cancelled,
                                                  Job, Lease, Program)
 from narratoria.runtime.planner.generation import Options, Outcome, generate
@@ -233,7 +233,7 @@ class ModelPlanner:
         # llama-cpp-python decodes on half the cores by default; a token is one
         # small matrix-vector pass, and on 2 cores using both cut a turn from 11.3 s
         # to 7.5 s (plan 4.2 -> 3.1 s, narration 3.9 -> 2.5 s).
-        threads = self.n_threads or os.cpu_count() or 1
+        threads = self.n_threads or llama_threads()
         kwargs: dict[str, Any] = {"n_ctx": self.n_ctx, "verbose": False,
                                   "n_threads": threads, "n_threads_batch": threads,
                                   "n_batch": BATCH_TOKENS, "n_ubatch": BATCH_TOKENS}
