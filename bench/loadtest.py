@@ -44,6 +44,7 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import sys
 import threading
 import time
 from pathlib import Path
@@ -149,6 +150,7 @@ class _Sessions:
         self.open: set[str] = set()
         self.opened = 0
         self.not_ended = 0
+        self.errors: list[str] = []  # why, for each session not ended
         self.ending = 0   # ends a client thread has begun and not finished
         self.closed = False
 
@@ -189,18 +191,23 @@ class _Sessions:
             with client_factory() as client:
                 for sid in left:
                     self._end(client, sid)
-        except Exception:  # noqa: BLE001 - no daemon to end them in: counted, reported
+        except Exception as exc:  # noqa: BLE001 - no daemon to end them in: counted, reported
             with self.lock:
                 self.not_ended += len(left)
+                self.errors.append(f"{len(left)} sessions: {exc}")
+        if self.errors:  # said here too: an interrupted run prints no report
+            print(f"loadtest: {self.not_ended} sessions could not be ended "
+                  f"(`narratoria session end ID`): {'; '.join(self.errors[:3])}", file=sys.stderr)
 
     def _end(self, client: Any, sid: str) -> None:
         # A turn still in flight (an interrupted run) does not stop the end: the daemon
         # lets it finish and starts no other.
         try:
             client.end_session(sid)
-        except Exception:  # noqa: BLE001 - counted, reported
+        except Exception as exc:  # noqa: BLE001 - counted, reported
             with self.lock:
                 self.not_ended += 1
+                self.errors.append(f"{sid}: {exc}")
 
 
 # -- leaks -----------------------------------------------------------------------------

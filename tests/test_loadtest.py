@@ -129,7 +129,7 @@ def test_an_interrupted_loadtest_ends_its_sessions_too(limited_daemon, tmp_path)
             proc.kill()
             proc.wait()
     assert proc.returncode == 130, err
-    assert loadtest_sessions(limited_daemon) == []
+    assert loadtest_sessions(limited_daemon) == [], err
 
 
 def test_the_leak_scan_finds_a_process_under_the_supervisor():
