@@ -123,6 +123,8 @@ def test_the_planner_writes_a_sensed_deed_and_asks_whom_a_question_names(embedde
     ("Wick pockets another warden's button", LONG_EBB),
     ("Odile gives me a written contract and a purse of silver.", LONG_EBB),
     ("She slaps Captain Reyes across the face.", ()),
+    ("I hear Wick stole from the Lampwrights again. I finish my soup.", LONG_EBB),  # heard of
+    ("Corran Hale shoves Wick into the canal - I just watch from the bridge", LONG_EBB),
 ])
 def test_someone_elses_act_is_no_deed_of_the_players(sense, text, entities):
     assert sense.turn(text, entities) == ([], False)
@@ -132,6 +134,8 @@ def test_someone_elses_act_is_no_deed_of_the_players(sense, text, entities):
     "What would the Tithe Wardens do if someone robbed their strongbox?",
     "what if i stole odile venn's purse",
     "i could tell the bellkeepers what tamsin said, but i keep quiet",
+    "someday i'll get back at odile for this",            # put off to some day
+    "if i had the coin i'd pay off tamsin's debts",        # only wished
 ])
 def test_a_deed_asked_about_or_let_go_is_not_done(sense, text):
     assert sense.turn(text, LONG_EBB) == ([], False)
@@ -389,6 +393,9 @@ def test_a_lower_case_standing_question_names_whom_it_asks_about(text, expected)
     ("i frame jonah for the missing cashbox", "jonah"),
     ("threaten ezra w my knife til he hands over the map", "ezra"),
     ("i stand up for kessa when the drunk starts heckling her", "kessa"),
+    # names MiniLM reads as words a little more than as names
+    ("i tell bex her cat ran off when it didn't", "bex"),
+    ("snitch on dex to the foreman", "dex"),
 ])
 def test_a_deed_typed_in_lower_case_finds_whom_it_is_done_to(sense, text, expected):
     """No capital, no cast: the word nearest a name rather than a thing is whom."""
@@ -516,3 +523,40 @@ def test_a_name_then_a_group_is_two_names():
     said = [(m.entity.name, m.entity.kind) for m in
             mentions("I tell Ilyana the Ravens are cowards")]
     assert said == [("Ilyana", "npc"), ("Ravens", "faction")]
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("walk into the bowls club dinner and call them all cheats", "bowls"),
+    ("buy the whole bell choir a round after the service", "choir"),
+])
+def test_a_deed_to_a_group_typed_in_lower_case_is_done_to_the_group(sense, text, expected):
+    """No capital and no campaign: a group the words describe is whom the deed is done to
+    (before, no one was, and the deed was lost)."""
+    deeds, _ = sense.turn(text)
+    assert [(d.target.id, d.target.kind) for d in deeds] == [(expected, "faction")]
+
+
+def test_a_sentence_case_input_guesses_no_lower_case_name(sense):
+    """"I thank the captain for the ride" is written with capitals: a name in it would be
+    one, so "ride" or "hand" is no one's."""
+    assert unnamed("I thank the captain for the ride and shake her hand.") == []
+    assert sense.turn("I thank the captain for the ride and shake her hand.") == ([], False)
+
+
+def test_a_possessive_pronoun_is_no_owner():
+    assert [m.entity.id for m in mentions("pickpocket old tam while he's counting his change")
+            ] == []
+
+
+def test_a_title_one_character_holds_names_them_after_the():
+    """"the captain" is Captain Ingrid Halvorsen where she alone is titled so; a title two
+    share names neither."""
+    cast = cast_entities({"ingrid": {"name": "Ingrid Halvorsen", "also": ["Captain"]},
+                          "amos": {"name": "Amos Okafor", "also": ["Doctor"]}})
+    assert [m.entity.id for m in mentions("leave a bottle of rum on the captain's desk", cast)
+            ] == ["ingrid"]
+    assert [m.entity.id for m in mentions("i patch the doctor's coat", cast)] == ["amos"]
+    two = cast_entities({"a": {"name": "Ann Lee", "also": ["Captain"]},
+                         "b": {"name": "Bo Ray", "also": ["Captain"]}})
+    assert mentions("I salute the captain", two) == []
+

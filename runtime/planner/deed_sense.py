@@ -39,8 +39,8 @@ import numpy as np
 
 from narratoria.runtime.embedding import EmbeddingBackend
 from narratoria.runtime.planner.deeds import (EVENTS, PERCEPTION, REPUTATION, Deed, Entity, Mention, asks_standing,
-                    fair_trade, mentions, person_and_group, read_deeds, told_about_group,
-                    unnamed)
+                    fair_trade, mentions, person_and_group, read_deeds,
+                    told_about_group, unnamed, unnamed_group)
 from narratoria.runtime.planner.router import PENALTY_C, build_vocabulary, clauses, fit_logistic, lexical, sigmoid
 
 KIND, HARMFUL, QUERY = "kind", "harmful", "query"
@@ -57,7 +57,11 @@ VETO_BELOW = 0.1
 # join the resistance") as readily as the deed. 0.2 by the six training sets the shipped
 # weights never saw: accuracy 0.833 -> 0.841, no recall lost, planner_eval unchanged.
 ROUTER_VETO_BELOW = 0.2
-NAMED_BY = 0.03
+# Lower than a name's lead over a thing: MiniLM reads a nickname such as "mags", "pip" or
+# "ratface" as a word; a lower-case input naming no one else names them (unnamed() keeps
+# to inputs with no capital at all). -0.05 by the casual, phone and six newest training
+# sets: +31 lines of 2,010, planner_eval unchanged.
+NAMED_BY = -0.05
 _MAX_GUESSES = 12
 MODEL_PATH = Path(__file__).with_name("data") / "deed_sense.npz"
 
@@ -352,6 +356,8 @@ class DeedSense:
         if reading.side in (KIND, HARMFUL) and target is None \
                 and not any(e.kind == "npc" for e in entities):
             target = self._unnamed_target(text, entities)
+        if reading.side in (KIND, HARMFUL) and target is None:
+            target = _described(text)
         if reading.side not in (KIND, HARMFUL) or target is None:
             return None
         event = self.event(mask(text, entities)[0], reading.side)
@@ -362,8 +368,8 @@ class DeedSense:
     def _unnamed_target(self, text: str, entities: Sequence[Entity]) -> Mention | None:
         """Whom a deed typed in lower case is done to when nothing names anyone ("i
         frame jonah for the cashbox"): of the words that may be a name, the one whose
-        embedding is nearest to names rather than things, by at least
-        :data:`NAMED_BY`."""
+        embedding leans most toward names rather than things, unless it leans toward
+        things by more than :data:`NAMED_BY` allows."""
         candidates = unnamed(" ".join(text.split()))[:_MAX_GUESSES]
         if not candidates:
             return None
@@ -413,6 +419,12 @@ _UNDONE = re.compile(r"\b(?:not (?:now|tonight|yet|today)\b|sleep on it|(?:don't
                      # a deed asked about, not done: "what would happen if I stole from them?"
                      r"\bwhat (?:would|will) (?:happen|[\w'’ ]{1,40}?\bdo)\b.{0,40}\bif\b|\bwhat if (?:i|we)\b|"
                      r"\bhypothetical\w*|"
+                     # a deed wished for or put off to some day: "someday i'll pay fennec
+                     # back", "i wish i could punch him", "if i had the money i'd ..."
+                     r"\bsome ?day\b|\bone of these days\b|\bi wish\b|\b(?:i'?d|i would) love to\b|"
+                     r"\bif (?:i|we) (?:had|could|were)\b|\bimagine if\b|\bnote to self\b|"
+                     # a deed only heard of: "i hear jem stole from the baker"
+                     r"^\W*(?:i|we) (?:hear|heard|overhear|overheard)\b|\b(?:i|we) read about\b|"
                      # a deed thought of and let go: "…, but I keep quiet"
                      r"\bbut (?:then )?(?:i|we) (?:keep quiet|stay quiet|say nothing|"
                      r"hold (?:my|our) tongue|think better of it|change (?:my|our) mind|"
@@ -424,7 +436,7 @@ _BY_ME = re.compile(r"\b(?:by|from|courtesy of|thanks to|because of|owing|owes|o
                     r"|\bgets? my\b|\bmy doing\b", re.I)
 
 # Where an input's sentences part; "while I" and "as I" start the player's own clause.
-_SENTENCE = re.compile(r"(?<=[.!?;])\s+|\s+(?:while|as|until|till)\s+(?=(?:I|i|we)\b)")
+_SENTENCE = re.compile(r"(?<=[.!?;])\s+|\s+[-—–]+\s+|\s+(?:while|as|until|till)\s+(?=(?:I|i|we)\b)")
 
 
 # A deed asked leave for is read as done: "can I pick Corran's pocket?", "is it ok if i
@@ -442,6 +454,15 @@ def as_done(text: str) -> str:
     """``text`` with a request for leave to act ("can I ...?") told as the act ("I ...")."""
     match = _LEAVE.match(text)
     return f"I {text[match.end():]}" if match else text
+
+
+def _described(text: str) -> Mention | None:
+    """Whom a deed is done to where no one is named: a group the words describe ("pay
+    the stevedores' fines", "call the bowls club cheats"), as a guess. One person by
+    trade ("thank the old priest") is left alone: most such are passers-by whose
+    opinion no one keeps."""
+    group = unnamed_group(text)
+    return Mention(group, 0, 1, guess=True) if group is not None else None
 
 
 def _people(named: Sequence[Mention]) -> tuple[Mention, ...]:

@@ -202,6 +202,12 @@ def faction_entity(faction_id: str, name: str = "", others: Sequence[str] = (),
                   holdings=holdings)
 
 
+def _titles(also: Iterable[Any]) -> list[str]:
+    """The one-word other names of a character, its title among them ("Captain",
+    "Reverend")."""
+    return [w[0] for w in (_words(a) for a in also if isinstance(a, str)) if len(w) == 1]
+
+
 def _singular(word: str) -> str:
     """One of a plural people noun: "wardens" -> "warden", "canvasmen" -> "canvasman"."""
     if word.endswith("men"):
@@ -220,6 +226,7 @@ def cast_entities(cast: Mapping[str, Mapping[str, Any]],
     names); a faction an NPC belongs to is known even when no file declares it."""
     names = [str(spec.get("name") or npc_id) for npc_id, spec in cast.items()]
     roles = Counter(spec.get("role") for spec in cast.values())
+    titles = Counter(t for spec in cast.values() for t in _titles(spec.get("also") or ()))
     declared = dict(factions)
     npcs: list[Entity] = []
     for npc_id, spec in cast.items():
@@ -227,8 +234,12 @@ def cast_entities(cast: Mapping[str, Mapping[str, Any]],
         faction = traits.get("faction") if isinstance(traits, Mapping) else None
         faction = entity_id(faction) if isinstance(faction, str) else ""
         role = spec.get("role") or ""
+        also = list(spec.get("also") or ())
+        # "the captain", "the reverend": a title only one of the cast holds names them,
+        # as a role does (a lone lower-case "captain" may be anyone's)
+        also += [f"the {t}" for t in _titles(also) if titles[t] == 1 and t != role]
         npcs.append(npc_entity(npc_id, str(spec.get("name") or npc_id), faction, names,
-                               spec.get("also") or (), role if roles[role] == 1 else ""))
+                               also, role if roles[role] == 1 else ""))
         if faction:
             declared.setdefault(faction, "")
     ids = list(declared)
@@ -740,7 +751,8 @@ def mentions(text: str, entities: Sequence[Entity] = ()) -> list[Mention]:
             continue
         owned_by_group = token.raw.endswith(("'s", "'")) and token.word in _GROUP_WORDS
         if lower_case and not knows_cast and token.raw.endswith("'s") and \
-                token.word not in _NOT_OWNERS | _GROUP_WORDS and not _PEOPLE.search(token.word) and \
+                token.word not in _NOT_OWNERS | _GROUP_WORDS | _DOERS | _STARTERS and \
+                not _PEOPLE.search(token.word) and \
                 (i == 0 or words[i - 1] not in _DETERMINERS | _GROUP_DETERMINERS):
             # "i diss rook's lockpicking": typed in lower case, an owner is someone
             found.append(Mention(Entity(entity_id(token.text), token.text, "npc"), i, i + 1))
@@ -779,8 +791,12 @@ _DOERS = frozenset("i we you he she they".split())
 def unnamed(text: str) -> list[Mention]:
     """Words of a lower-case input that may be whom it names when no cast is known and
     nothing else names anyone ("i frame jonah for the missing cashbox"): not a verb, a
-    pronoun, a function word or a thing. Deciding which is left to the caller."""
+    pronoun, a function word or a thing. Deciding which is left to the caller. An input
+    with any capital ("I thank the captain for the ride") is written in sentence case:
+    a name there would be capitalised, so no lower-case word is one."""
     tokens = _tokens(text)
+    if any(t.capital for t in tokens):
+        return []
     out = []
     for i, token in enumerate(tokens):
         word = token.word
@@ -791,7 +807,8 @@ def unnamed(text: str) -> list[Mention]:
             # a name takes no determiner ("the widow", "the old priest" are no one's
             # name), and what follows "i" is what I do
             continue
-        kind: Kind = "faction" if _PEOPLE.search(word) or word in _GROUP_NOUNS else "npc"
+        kind: Kind = "faction" if _PEOPLE.search(word) or word in _GROUP_NOUNS | _GROUP_WORDS \
+            | _COLLECTIVES else "npc"
         out.append(Mention(Entity(entity_id(word), token.text, kind), i, i + 1, guess=True))
     return out
 
@@ -916,13 +933,19 @@ def names_a_group(text: str) -> bool:
     """The words name some group, known or not: a plural or a group noun after a
     determiner ("the merchant league", "the blue coats", "our company"), not one
     person by their trade ("the blacksmith", "the guard captain")."""
+    return unnamed_group(text) is not None
+
+
+def unnamed_group(text: str) -> Entity | None:
+    """The first group the words name (see :func:`names_a_group`), its id spelled from
+    the words as the labelling guide does ("rob the red lanterns' den" -> red_lanterns)."""
     words = _words(text)
     for i, word in enumerate(words):
         start = _group_start(words, i, set())
         if start is None:
             continue
         if word in _GROUP_NOUNS | _GROUP_WORDS | _COLLECTIVES | {"faction", "factions"}:
-            return True
+            return _group_entity(words[start:i + 1])
         # any other plural only after "the" ("the red hands"; not "his debts", "our
         # lives"), and not an adjective ("the witch is suspicious")
         between = words[start:i]
@@ -930,8 +953,14 @@ def names_a_group(text: str) -> bool:
                 and not word.endswith(("ous", "us", "is", "ness", "less")) \
                 and not any(w in _TITLES | _RANKS or w.endswith("ss") for w in between):
             # ... nor a person's verb ("the princess likes me")
-            return True
-    return False
+            return _group_entity(words[start:i + 1])
+    return None
+
+
+def _group_entity(words: Sequence[str]) -> Entity:
+    kept = [w for w in words if w not in _GROUP_ADJECTIVES] or list(words)
+    name = " ".join(kept)
+    return Entity(entity_id(name), name, "faction", (tuple(kept),))
 
 
 # One person by what they are ("the blacksmith", "this merchant", "the innkeeper's
