@@ -938,7 +938,7 @@ def names_a_group(text: str) -> bool:
 
 def unnamed_group(text: str) -> Entity | None:
     """The first group the words name (see :func:`names_a_group`), its id spelled from
-    the words as the labelling guide does ("rob the red lanterns' den" -> red_lanterns)."""
+    the words as the labelling guide does ("pay the stevedores' fines" -> stevedores)."""
     words = _words(text)
     for i, word in enumerate(words):
         start = _group_start(words, i, set())
