@@ -18,7 +18,7 @@ from narratoria.runtime.planner import deed_sense
 from narratoria.runtime.planner.base import PlanRequest
 from narratoria.runtime.planner.deed_sense import DeedSense, SenseModel, mask
 from narratoria.runtime.planner.deeds import (campaign_entities, cast_entities, mentions,
-                                             read_deeds, unnamed)
+                                             person_and_group, read_deeds, unnamed)
 from narratoria.runtime.skills.registry import SkillRegistry
 
 pytestmark = pytest.mark.model
@@ -560,3 +560,50 @@ def test_a_title_one_character_holds_names_them_after_the():
                          "b": {"name": "Bo Ray", "also": ["Captain"]}})
     assert mentions("I salute the captain", two) == []
 
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("hand jory over to the harbour watch", [("harbour_watch", "up"), ("jory", "down")]),
+    ("deliver the turncoat silas to the rebels' court in chains",
+     [("rebels", "up"), ("silas", "down")]),
+    ("i give the deserter corporal ilse up to the legion", [("ilse", "down"), ("legion", "up")]),
+    ("I hand the doctor over to the masters' men", [("doctor", "down"), ("masters", "up")]),
+])
+def test_a_person_no_cast_names_handed_to_a_group_is_a_deed_to_each(sense, text, expected):
+    """Typed in lower case a lone word handed over is a name; in any case, "the doctor" or
+    "the thief" is someone (before, only the group's standing moved)."""
+    assert _done(sense.turn(text)[0]) == expected
+
+
+@pytest.mark.parametrize("text", [
+    "hand the ledger over to the guild",
+    "hand the old letters over to the guild",
+    "hand it over to the watch",
+    "I hand the ledger over to the Guild",
+])
+def test_a_thing_handed_to_a_group_is_no_person_betrayed(text):
+    assert [d.target.kind for d in person_and_group(text)] == []
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("rob the night shift's lockers", ("night_shift", "faction")),
+    ("steal the circus folk's winter feed for my own horses", ("circus_folk", "faction")),
+    ("kick over the salvage crew's little shrine", ("salvage_crew", "faction")),
+])
+def test_a_lower_case_owner_after_the_is_a_group_not_a_name(text, expected):
+    """A name takes no determiner: "the night shift's" is no one called Shift."""
+    assert [(m.entity.id, m.entity.kind) for m in mentions(text)] == [expected]
+    assert [m.entity.id for m in mentions("steal the old man's purse")] == ["man"]
+    assert [m.entity.id for m in mentions("i diss rook's lockpicking")] == ["rook"]
+
+
+@pytest.mark.parametrize("text", [
+    "someday i'm gonna sabotage the miners union. not today though",
+    "i plan to rob the thieves guild someday, once im strong enough",
+    "the thieves' guild robbed the bank last night. I read about it over breakfast.",
+])
+def test_a_deed_put_off_or_anothers_leaves_the_router_no_deed_skill(sense, text):
+    """The deed the words tell is not the player's now: no deed, and the router's own
+    guess of a deed skill, which its phrases make as readily, is dropped (``unsure``)."""
+    found = sense.turn_reading(text)
+    assert (found.deeds, found.asks, found.unsure) == ([], False, True)

@@ -288,12 +288,18 @@ class DeedSense:
         return found.deeds, found.asks
 
     def turn_reading(self, text: str, entities: Sequence[Entity] = ()) -> TurnReading:
-        """:meth:`turn`'s answer, and whether the fitted reading is sure the input does
-        no deed and asks nothing (both probabilities under :data:`ROUTER_VETO_BELOW`)."""
+        """:meth:`turn`'s answer, and whether the input surely does no deed and asks
+        nothing: the fitted reading finds neither (both probabilities under
+        :data:`ROUTER_VETO_BELOW`), or the deed it tells is put off or wished ("someday
+        i'm gonna sabotage the union. not today") or another's ("the Guild robbed the
+        bank. I read about it"), which the router's phrases match as readily."""
         deeds, asks, reading = self._turn(text, entities)
         probabilities = reading.probabilities
         unsure = bool(probabilities) and max(probabilities[DEED],
                                              probabilities[QUERY]) < ROUTER_VETO_BELOW
+        if not deeds and not asks and not asks_standing(text):
+            done = as_done(text)
+            unsure = unsure or bool(_UNDONE.search(done) or _others_act(done, reading.named))
         return TurnReading(told_about_group(text, entities, deeds), asks, unsure)
 
     def _turn(self, text: str, entities: Sequence[Entity] = ()

@@ -753,8 +753,11 @@ def mentions(text: str, entities: Sequence[Entity] = ()) -> list[Mention]:
         if lower_case and not knows_cast and token.raw.endswith("'s") and \
                 token.word not in _NOT_OWNERS | _GROUP_WORDS | _DOERS | _STARTERS and \
                 not _PEOPLE.search(token.word) and \
-                (i == 0 or words[i - 1] not in _DETERMINERS | _GROUP_DETERMINERS):
-            # "i diss rook's lockpicking": typed in lower case, an owner is someone
+                (i == 0 or words[i - 1] not in _DETERMINERS | _GROUP_DETERMINERS) and \
+                (token.word in _PERSON_WORDS | _RANKS
+                 or not (_DETERMINERS | _GROUP_DETERMINERS) & set(words[max(0, i - 2):i])):
+            # "i diss rook's lockpicking": typed in lower case, an owner is someone; a
+            # name takes no determiner ("the night shift's lockers", "the red hand's flag")
             found.append(Mention(Entity(entity_id(token.text), token.text, "npc"), i, i + 1))
             taken.add(i)
             i += 1
@@ -888,7 +891,8 @@ def _named_first(tokens: Sequence[_Token], words: Sequence[str]) -> bool:
 _COLLECTIVES = frozenset("council guild watch clan tribe crew parish brotherhood sisterhood cult "
                          "militia army gang syndicate legion union family household house "
                          "garrison patrol crowd clergy temple church monastery abbey "
-                         "convent priory cathedral village town city".split())
+                         "convent priory cathedral village town city committee folk "
+                         "shift".split())
 # Plurals that name people by what they do or where they are from: "the fishmongers",
 # "the slavers", "the zealots"... unless the word is a common thing.
 _PEOPLE = re.compile(r"(?:[a-z]{3,}(?:ers|ors|ists|ians|eers|ants|ents|ites|men|folk|ots|ats|"
@@ -1255,10 +1259,72 @@ def person_and_group(text: str, entities: Sequence[Entity] = ()) -> list[Deed]:
                 pair = ("defended", "denounced")
             else:
                 continue
-            reason = _reason(text)
-            return [Deed(person.entity, pair[0], EVENTS[pair[0]].perception, reason),
-                    Deed(group.entity, pair[1], EVENTS[pair[1]].reputation, reason)]
+            return _betrayed_to(person.entity, group.entity, pair, text)
+    return _handed_unnamed(text, named)
+
+
+def _betrayed_to(person: Entity, group: Entity, pair: tuple[str, str], text: str) -> list[Deed]:
+    reason = _reason(text)
+    return [Deed(person, pair[0], EVENTS[pair[0]].perception, reason),
+            Deed(group, pair[1], EVENTS[pair[1]].reputation, reason)]
+
+
+# Who a handed-over "the ..." may be: "hand the doctor over to the masters' men".
+_CULPRITS = frozenset("thief traitor turncoat deserter spy smuggler pickpocket murderer killer "
+                      "culprit informer snitch poacher forger runaway prisoner outlaw bandit "
+                      "pawnbroker fugitive rat liar cheat poisoner arsonist corporal constable "
+                      "trooper".split())
+_NOT_HANDED = frozenset("it them him her everything everyone something nothing anything all "
+                        "myself yourself himself herself money gold coin coins silver".split())
+
+
+def _handed_unnamed(text: str, named: Sequence[Mention]) -> list[Deed]:
+    """A person no cast names handed over to a group: "hand jory over to the harbour
+    watch", "deliver the turncoat silas to the rebels' court", "I hand the doctor over to
+    the masters' men". In lower case a lone word there is a name; otherwise only a
+    person's word ("the doctor", "the thief, nell") is someone: "hand the ledger over to
+    the guild" hands a thing."""
+    tokens = _tokens(text)
+    words = [t.word for t in tokens]
+    lower_case = not any(t.capital for t in tokens)
+    for group in named:
+        if group.entity.kind != "faction" or group.holding is not None or group.start < 3:
+            continue
+        joint = group.start - (2 if words[group.start - 1] in ("the", "their") else 1)
+        if words[joint] != "to":
+            continue
+        end = joint
+        while end > 0 and words[end - 1] in _HANDING_PARTICLES:
+            end -= 1
+        verb = next((k for k in range(end - 1, max(-1, end - 6), -1)
+                     if _lemma(words[k]) in _HANDING), None)
+        if verb is None or any(verb < m.end and m.start < end for m in named):
+            continue
+        span = tokens[verb + 1:end]
+        person = _handed(span, lower_case)
+        if person is not None:
+            return _betrayed_to(person, group.entity, ("betrayed", "favoured"), text)
     return []
+
+
+def _handed(span: Sequence[_Token], lower_case: bool) -> Entity | None:
+    """Whom the words between a handing verb and "to" name, if a person."""
+    if not span or len(span) > 4 or any(t.raw.endswith(("'s", "'")) for t in span):
+        return None  # "the marraks' books": a thing
+    words = [t.word for t in span]
+    last = words[-1]
+    if last in _NOT_HANDED | _STOP | _ME | _SUBJECTS | _THINGS or _lemma(last) in _VERBS:
+        return None
+    persons = (_PERSON_WORDS | _TITLES | _RANKS | _CULPRITS) - _AGES
+    pointed = words[0] in ("the", "that", "this")
+    if last in persons and pointed:
+        return Entity(entity_id(last), span[-1].text, "npc")
+    if not lower_case:
+        return None
+    if len(words) == 1 or (pointed and persons & set(words[1:-1])):
+        # "jory"; "the turncoat silas", "the thief, nell"
+        return Entity(entity_id(last), span[-1].text, "npc")
+    return None
 
 
 _SPEECH = frozenset("tell inform assure remind write".split())
