@@ -53,6 +53,9 @@ def test_an_item_handed_over_leaves_the_inventory_and_the_next_turn_knows(patter
         assert "handed over: lamp_oil_flask" in logs(events, "items")
         assert set(state_of(client, session.id)["player"]["inventory"]) == {"tide_lantern",
                                                                           "boathook"}
+        # The menu, built from the scene before the turn, offers nothing given away in it.
+        menu = [o for e in events if e.WhichOneof("event") == "choices" for o in e.choices.options]
+        assert menu and not [o for o in menu if "sprat oil" in o or "flask" in o], menu
         looked = play(client, session.id, text="I look at my tide lantern")
         assert not logs(looked, "items")
         assert set(state_of(client, session.id)["player"]["inventory"]) == {"tide_lantern",

@@ -12,7 +12,8 @@ import pytest
 from conftest import TESTS
 from narratoria.runtime.campaign.loaded import load_campaign
 from narratoria.runtime.planner.choices import (FALLBACK_CHOICES, MAX_CHOICES, MIN_CHOICES,
-                                                model_choices, story_targets)
+                                                model_choices, still_held, story_targets,
+                                                world_menu)
 from narratoria.runtime.planner.model import ModelPlanner
 from narratoria.runtime.planner.narration import NarrationContext
 from narratoria.runtime.planner.narration_scores import broken_choices
@@ -108,3 +109,16 @@ def test_the_people_the_narration_brings_in_can_be_spoken_to(planner):
                                   narration, facts=facts, seed=seed))
     assert any("Orla Finch" in option for option in seen), seen
     assert story_targets(narration)  # and the hearth, the hood: things to look at
+
+
+def test_an_item_given_away_in_the_turn_is_not_on_its_menu():
+    # The scene's facts are read before the turn; the handover happens inside it.
+    loaded = load_campaign(CAMPAIGNS / "long_ebb")
+    facts = scene_facts(campaign_world(loaded), loaded.initial_state(), ["I look around"])
+    before = world_menu(still_held(facts, None), "I look around")
+    assert "Use the flask of sprat oil" in before["use"]
+    after = world_menu(still_held(facts, ["tide_lantern", "boathook"]),
+                       "I give Tamsin my flask of sprat oil")
+    offered = [line for lines in after.values() for line in lines]
+    assert not [line for line in offered if "sprat oil" in line], offered
+    assert "Use the boathook" in after["use"]

@@ -37,7 +37,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from narratoria.runtime.planner.model import ModelPlanner
@@ -220,6 +220,7 @@ class Thing:
     category: str = ""               # an item's type and category ("tool light")
     topics: tuple[str, ...] = ()     # a person: what they can be asked about, best first
     proper: bool = False             # a proper name ("Lantern Street"): gone to, not looked at
+    id: str = ""                     # an item's entity id, as the inventory holds it
 
 
 @dataclass(frozen=True)
@@ -254,6 +255,16 @@ def item_lines(item: Thing) -> list[str]:
     lines += [verb.format(item.name) for keys, verb in _ITEM_VERBS if words & set(keys)][:1]
     lines.append(f"Use {item.name}")
     return lines
+
+
+def still_held(facts: SceneFacts, carried: Sequence[str] | None) -> SceneFacts:
+    """``facts`` without the items no longer held (``carried``: the ids held after the
+    turn; None: unknown, all kept): "Use the flask" after giving the flask away is a
+    broken choice."""
+    if carried is None:
+        return facts
+    held = set(carried)
+    return replace(facts, items=tuple(i for i in facts.items if not i.id or i.id in held))
 
 
 def world_menu(facts: SceneFacts, story: str, narration: str = "") -> dict[str, list[str]]:
@@ -373,7 +384,7 @@ def write_choices(lease: Lease, context: NarrationContext, narration: str, *,
     targets = [t for t in story_targets(story) if not names_anyone(t, invented)]
     people = facts.person_names() if facts is not None else []
     if facts is not None:
-        groups = world_menu(facts, context.player_input, narration)
+        groups = world_menu(still_held(facts, context.carried), context.player_input, narration)
         lines = [next((b for b in facts.beat if valid_line(b, [], people)), "")]
         lines = [line for line in lines if line]
         order = list(GROUPS)

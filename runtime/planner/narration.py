@@ -94,6 +94,10 @@ class NarrationContext:
     rating: str = ""
     forbid_new_names: bool = False
     session: str = ""   # whose turn: the model serves sessions in turn (.batching)
+    # The item ids the player holds once the turn's skills ran and its handover was
+    # taken (None: not known): the menu, built from the scene before the turn, offers
+    # nothing given away in it.
+    carried: Sequence[str] | None = None
 
 
 def narration_messages(context: NarrationContext) -> list[dict[str, str]]:

@@ -51,6 +51,7 @@ from narratoria.runtime.turn.grounding import GroundingReport, facts_for_narrati
 from narratoria.runtime.turn.history import History, bounded_history
 from narratoria.runtime.turn.npcs import NpcView
 from narratoria.runtime.turn.replan import Executor, ReplanLoop, TurnOutcome, success_narration
+from narratoria.runtime.turn.scene_world import carried
 from narratoria.runtime.turn.resolution import Check, Deed, Roll, Rules, choose_lead, classify, engine_roll, resolve, \
     roller_roll
 from narratoria.runtime.sessions.storyline import scene_tag
@@ -378,7 +379,7 @@ async def run_scene(services: SceneServices, scene: SceneInput, emit: Emit) -> S
             outcome=check.outcome if check is not None else "", names=scene.names,
             rating=canon.rating if canon is not None else "",
             forbid_new_names=canon.forbid_new_names if canon is not None else False,
-            session=scene.session_id)
+            session=scene.session_id, carried=tuple(carried(state.tree)))
         relay = NameRelay(canon, _allowed_names(scene, state)) if canon is not None else None
         narration = await _narrate(services.narrator, context, emit, relay)
         if relay is not None:

@@ -184,7 +184,7 @@ def scene_facts(world: CampaignWorld, state: Mapping[str, Any], story: Sequence[
         people=tuple(_with_topics(world, world.people[p], place, beat) for p in present),
         others=tuple(_with_topics(world, person, place, beat)
                      for pid, person in world.people.items() if pid not in present),
-        items=tuple(world.items[i] for i in _carried(state) if i in world.items),
+        items=tuple(world.items[i] for i in carried(state) if i in world.items),
         beat=beat_lines(world, beat, place, present) if beat is not None else (),
         hidden_stats=world.hidden_stats)
 
@@ -361,7 +361,7 @@ def _item_thing(item: Any, lexicon: EntityLexicon) -> Thing:
     name = item.name if proper else f"the {item.name.lower()}"
     return Thing(name, "item", (item.name,), actions=tuple(" ".join(a.split()) for a in actions),
                  category=" ".join(str(x) for x in (item.type, getattr(item, "category", ""))
-                                   if x).lower())
+                                   if x).lower(), id=item.id)
 
 
 def _topics(text: str, lexicon: EntityLexicon) -> tuple[Thing, ...]:
@@ -408,7 +408,8 @@ def _tracker(state: Mapping[str, Any], tracker: Mapping[str, Any] | None) -> Bea
         return BeatTracker()
 
 
-def _carried(state: Mapping[str, Any]) -> list[str]:
+def carried(state: Mapping[str, Any]) -> list[str]:
+    """The ids of the items ``player.inventory`` holds (none left of one: not held)."""
     inventory = _get(state, "player.inventory")
     if isinstance(inventory, Mapping):
         return [str(k) for k, v in inventory.items()
