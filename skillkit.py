@@ -45,7 +45,11 @@ DATA_TYPE_REPUTATION = "faction_reputation"
 ADDRESS_ENV = "NARRATORIA_ADDRESS"
 TOKEN_ENV = "NARRATORIA_SKILL_TOKEN"
 TOKEN_METADATA = "x-narratoria-skill-token"
-STORE_TIMEOUT_S = 10.0  # per Store call; the store answers in milliseconds when it is up
+# Per Store call. The store answers in milliseconds when it is up, but a daemon is ready
+# before MiniLM has loaded (~5 s on 2 quiet cores, over 10 s beside another busy process)
+# and a skill's first write waits for it (a first Put failed at 10 s so); under the
+# executor's 30 s tool cap, so a store that never answers is still reported in protocol.
+STORE_TIMEOUT_S = 25.0
 
 UTC = timezone.utc
 
