@@ -164,6 +164,10 @@ def test_the_player_may_do_a_deed_to_the_one_another_sentence_names(sense):
 @pytest.mark.parametrize("text", [
     "I plan to rob the Lampwrights someday. For now I count my coins.",
     "I intend to punch Odile Venn when this is over",
+    "I draft a letter denouncing the Lampwrights but keep it in my pocket for now",
+    "Tomorrow I'll pay back every coin I owe Odile",
+    "\"I'll think about it, Tamsin,\" I say when she asks me to carry her nets",
+    "I write Wick an apology and burn it unsent",
 ])
 def test_a_deed_planned_is_not_done(sense, text):
     assert sense.turn(text, LONG_EBB) == ([], False)
@@ -607,3 +611,54 @@ def test_a_deed_put_off_or_anothers_leaves_the_router_no_deed_skill(sense, text)
     guess of a deed skill, which its phrases make as readily, is dropped (``unsure``)."""
     found = sense.turn_reading(text)
     assert (found.deeds, found.asks, found.unsure) == ([], False, True)
+
+
+TITLED = cast_entities({"amos_whitlock": {"name": "Sheriff Amos Whitlock", "role": "sheriff"},
+                        "josiah_hale": {"name": "Reverend Josiah Hale", "role": "preacher"},
+                        "wen_zhao": {"name": "Doctor Wen Zhao", "role": "surgeon"},
+                        "delphine_marchand": {"name": "Delphine Marchand", "role": "owner"},
+                        "cole_brannigan": {"name": "Cole Brannigan", "role": "gunslinger"}})
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("steal the reverend's bible", "josiah_hale"),         # the title the name opens with
+    ("buy the rev a drink", "josiah_hale"),                # typed short
+    ("I thank Amos for the ride", "amos_whitlock"),        # the name after the title
+    ("I snap Doc Wen's spectacles in half", "wen_zhao"),
+    ("spit on the floor of miss del's saloon", "delphine_marchand"),  # shortened, after "miss"
+    ("I step between Del and the drover", "delphine_marchand"),       # shortened, capitalised
+    ('"Reverend, I came to thank you for burying my brother."', "josiah_hale"),  # called by it
+    ('"Sit down, Doc, I\'ll hold the lamp," I say', "wen_zhao"),
+])
+def test_players_call_people_by_title_and_by_short_names(text, expected):
+    """Before, "Sheriff Amos Whitlock" was no one's "Amos", "the reverend" was a common
+    word after "the", and "Del" was no one: the deed had no target and was lost."""
+    assert [m.entity.id for m in mentions(text, TITLED)] == [expected]
+
+
+@pytest.mark.parametrize("text", [
+    "Gun down the bandits",          # a role is no name to shorten: not the gunslinger
+    "Delivery for the saloon",       # a longer word only starts like a name
+])
+def test_a_word_that_only_starts_like_a_name_or_a_role_names_no_one(text):
+    assert not [m for m in mentions(text, TITLED) if m.entity.kind == "npc"]
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("I tip off the Tithe Wardens that Corran hides the stolen oil",
+     [("corran_hale", "down"), ("tithe_wardens", "up")]),
+    ("report Wick to the Lampwrights", [("lampwrights_guild", "up"), ("wick", "down")]),
+    ("I inform the Bellkeepers where Meret is hiding", [("bellkeepers", "up"),
+                                                        ("meret_alder", "down")]),
+    ("I rat Wick out to the Lampwrights", [("lampwrights_guild", "up"), ("wick", "down")]),
+])
+def test_a_person_informed_on_to_a_group_is_a_deed_to_each(sense, text, expected):
+    assert _done(sense.turn(text, LONG_EBB)[0]) == expected
+
+
+@pytest.mark.parametrize("text", [
+    "I tip off Odile that the Tithe Wardens are coming",      # a warning to a person
+    "I alert the Tithe Wardens about the fire on the quay",   # no one informed on
+])
+def test_a_warning_or_news_is_no_one_informed_on(text):
+    assert person_and_group(text, LONG_EBB) == []

@@ -125,19 +125,49 @@ _TITLES = frozenset("captain lady lord sir master mistress brother sister mother
                     "goodwife goodman widow".split())
 
 
+# Titles a name may open with besides those above ("Reverend Josiah Hale", "Doge Andrea
+# Falier"), and the short forms players type for a title ("Doc Wen", "the rev").
+_NAME_TITLES = frozenset("reverend pastor deacon cardinal doge maestra maestro judge colonel "
+                         "lieutenant admiral commodore constable chief elder corporal "
+                         "rabbi imam abbot friar canon dean senator councillor alderman "
+                         "overseer foreman ser dame".split())
+_SHORT_TITLES = {"doc": "doctor", "dr": "doctor", "rev": "reverend", "sgt": "sergeant",
+                 "capt": "captain", "cap": "captain", "lt": "lieutenant", "mr": "mister",
+                 "prof": "professor", "fr": "father", "cllr": "councillor"}
+
+
+def name_title(words: Sequence[str]) -> str:
+    """The title a name opens with ("sheriff" of "Sheriff Amos Whitlock"), or ""."""
+    if len(words) < 2 or words[0] in _AGES:
+        return ""
+    word = _SHORT_TITLES.get(words[0], words[0])
+    return word if word in _TITLES | _RANKS | _NAME_TITLES else ""
+
+
+def title_forms(title: str) -> list[str]:
+    """A title as players type it: "doctor", "doc", "dr"."""
+    return [title, *(short for short, full in _SHORT_TITLES.items() if full == title)]
+
+
 def npc_entity(npc_id: str, name: str, faction: str = "",
                others: Sequence[str] = (), also: Sequence[str] = (),
                role: str = "") -> Entity:
     """An NPC named in full, by its first or its last name alone too where no other
-    NPC of ``others`` (their names) shares that word, by the other names ``also``
+    NPC of ``others`` (their names) shares that word (the name after its title:
+    "Amos" and "Whitlock" of "Sheriff Amos Whitlock"), by the other names ``also``
     gives (a nickname, a title: "Mallet", "Ringmaster Vell"), and as "the ``role``"
     ("the ringmaster") when the caller found the role to be this NPC's alone."""
     words = tuple(_words(name))
     aliases = [words] if words else []
     taken = {w for other in others if other != name for w in _words(other)}
-    for word in {words[0], words[-1]} if len(words) > 1 else ():
+    title = name_title(words)
+    person = words[1:] if title else words
+    for word in {person[0], person[-1]} if len(person) > 1 or len(words) > 1 else ():
         if word not in _TITLES and word not in taken and len(word) > 2:
             aliases.append((word,))
+    # "Doc Wen", "Rev Hale": the title as typed, with either name
+    aliases += [(form, word) for form in title_forms(title) if title
+                for word in dict.fromkeys((person[0], person[-1])) if (form, word) not in aliases]
     for other in also:
         other_words = tuple(_words(other))
         if other_words and other_words not in aliases:
@@ -208,6 +238,13 @@ def _titles(also: Iterable[Any]) -> list[str]:
     return [w[0] for w in (_words(a) for a in also if isinstance(a, str)) if len(w) == 1]
 
 
+def _titles_of(npc_id: str, spec: Mapping[str, Any]) -> list[str]:
+    """A cast member's titles: its one-word other names and the title its name opens with."""
+    titles = _titles(spec.get("also") or ())
+    title = name_title(_words(str(spec.get("name") or npc_id)))
+    return titles + [title] if title and title not in titles else titles
+
+
 def _singular(word: str) -> str:
     """One of a plural people noun: "wardens" -> "warden", "canvasmen" -> "canvasman"."""
     if word.endswith("men"):
@@ -226,7 +263,7 @@ def cast_entities(cast: Mapping[str, Mapping[str, Any]],
     names); a faction an NPC belongs to is known even when no file declares it."""
     names = [str(spec.get("name") or npc_id) for npc_id, spec in cast.items()]
     roles = Counter(spec.get("role") for spec in cast.values())
-    titles = Counter(t for spec in cast.values() for t in _titles(spec.get("also") or ()))
+    titles = Counter(t for npc_id, spec in cast.items() for t in _titles_of(npc_id, spec))
     declared = dict(factions)
     npcs: list[Entity] = []
     for npc_id, spec in cast.items():
@@ -237,7 +274,8 @@ def cast_entities(cast: Mapping[str, Mapping[str, Any]],
         also = list(spec.get("also") or ())
         # "the captain", "the reverend": a title only one of the cast holds names them,
         # as a role does (a lone lower-case "captain" may be anyone's)
-        also += [f"the {t}" for t in _titles(also) if titles[t] == 1 and t != role]
+        also += [named for t in _titles_of(npc_id, spec) if titles[t] == 1
+                 for form in title_forms(t) if form != role for named in (f"the {form}", form)]
         npcs.append(npc_entity(npc_id, str(spec.get("name") or npc_id), faction, names,
                                also, role if roles[role] == 1 else ""))
         if faction:
@@ -665,6 +703,14 @@ def mentions(text: str, entities: Sequence[Entity] = ()) -> list[Mention]:
             if entity is not None and not _common_word(tokens, i, 1):
                 found.append(Mention(entity, i, i + 1))
                 taken.add(i)
+    # Shortened as friends shorten them: "Del" for Delphine, "miss del's saloon"
+    shorts = _short_names(entities)
+    for i, token in enumerate(tokens):
+        if i not in taken and token.word in shorts and token.word not in _STOP | _CHAT \
+                and _lemma(token.word) not in _VERBS \
+                and (token.capital or (i > 0 and words[i - 1] in _TITLES)):
+            found.append(Mention(shorts[token.word], i, i + 1))
+            taken.add(i)
     held = sorted(((a, e, h) for e in entities for h in e.holdings for a in h.aliases),
                   key=lambda p: -len(p[0]))
     for alias, entity, holding in held:
@@ -814,6 +860,26 @@ def unnamed(text: str) -> list[Mention]:
             | _COLLECTIVES else "npc"
         out.append(Mention(Entity(entity_id(word), token.text, kind), i, i + 1, guess=True))
     return out
+
+
+def _short_names(entities: Sequence[Entity]) -> dict[str, Entity]:
+    """The three- and four-letter starts of the NPCs' one-word names of five letters or
+    more ("del", "delp" of Delphine) that start no other alias and are no alias."""
+    single = {a[0] for e in entities if e.kind != "thing" for a in e.aliases if len(a) == 1}
+    starts: dict[str, set[str]] = {}
+    owner: dict[str, Entity] = {}
+    for e in entities:
+        # names only: a role or a title is no one's name ("Gun" is not the gunslinger)
+        names = set(_words(e.name)) - _TITLES - _RANKS - _NAME_TITLES if e.kind == "npc" else ()
+        for alias in e.aliases:
+            if len(alias) != 1 or alias[0] not in names:
+                continue
+            for n in (3, 4):
+                if len(alias[0]) >= n + 2:
+                    starts.setdefault(alias[0][:n], set()).add(e.id)
+                    owner[alias[0][:n]] = e
+    return {short: owner[short] for short, ids in starts.items()
+            if len(ids) == 1 and short not in single | _TITLES | _SHORT_TITLES.keys()}
 
 
 def _misspelt(word: str, names: Mapping[str, Entity]) -> Entity | None:
@@ -1228,8 +1294,13 @@ def fair_trade(clause: str) -> bool:
 # Verbs that hand a person over to a group ("I deliver Quill to the Thorn Household",
 # "give Ivo up to the Hunt", "turn the Warden over to the Moth Kin"); "bring" and "lead"
 # are left out: taking someone to a group is as often a kindness.
-_HANDING = frozenset("hand deliver surrender sell betray turn give drag march haul".split())
-_HANDING_PARTICLES = frozenset("over up in back".split())
+_HANDING = frozenset("hand deliver surrender sell betray turn give drag march haul report "
+                     "snitch rat inform expose denounce".split())
+_HANDING_PARTICLES = frozenset("over up in back out on".split())
+# Telling a group on a person: "tip off the Inquisition that Alvise reads Luther",
+# "inform the watch where Jory hides", "alert the guards about Silas".
+_INFORMING = frozenset("tip inform alert report snitch rat".split())
+_INFORMED_ON = frozenset("that about where on who whom".split())
 # Siding with a person against a group ("take Big Tom's side against the Company", "side
 # with Nadia against the Guild", "stand by Orla against the riders").
 _SIDING = frozenset("side take stand back defend support".split())
@@ -1260,7 +1331,28 @@ def person_and_group(text: str, entities: Sequence[Entity] = ()) -> list[Deed]:
             else:
                 continue
             return _betrayed_to(person.entity, group.entity, pair, text)
+    informed = _informed_on(words, named)
+    if informed is not None:
+        return _betrayed_to(*informed, ("betrayed", "favoured"), text)
     return _handed_unnamed(text, named)
+
+
+def _informed_on(words: Sequence[str], named: Sequence[Mention]) -> tuple[Entity, Entity] | None:
+    """The person and the group of a group told on that person: the informing verb just
+    before the group, then "that", "about", "where"... and the person within a few words."""
+    for group in named:
+        if group.entity.kind != "faction" or group.holding is not None or group.start == 0:
+            continue
+        lead = [w for w in words[max(0, group.start - 3):group.start]
+                if w not in ("off", "the", "to", "their")]
+        if not lead or _lemma(lead[-1]) not in _INFORMING:
+            continue
+        person = next((m for m in named if m.entity.kind == "npc" and not m.guess
+                       and group.end <= m.start <= group.end + 6), None)
+        if person is not None and _INFORMED_ON & set(words[group.end:person.start + 1]) \
+                and words[person.start - 1] not in ("for", "with"):
+            return person.entity, group.entity
+    return None
 
 
 def _betrayed_to(person: Entity, group: Entity, pair: tuple[str, str], text: str) -> list[Deed]:
