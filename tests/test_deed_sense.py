@@ -639,9 +639,14 @@ def test_players_call_people_by_title_and_by_short_names(text, expected):
 @pytest.mark.parametrize("text", [
     "Gun down the bandits",          # a role is no name to shorten: not the gunslinger
     "Delivery for the saloon",       # a longer word only starts like a name
+    "Walk to the docks",             # a sentence's first word: not Walker
+    "I take a walk by the river",    # lower case after "the" or "a" is a word
+    "I go for a walk. Walk slowly.",
 ])
 def test_a_word_that_only_starts_like_a_name_or_a_role_names_no_one(text):
-    assert not [m for m in mentions(text, TITLED) if m.entity.kind == "npc"]
+    cast = cast_entities({**{e.id: {"name": e.name} for e in TITLED if e.kind == "npc"},
+                          "walker_reyes": {"name": "Walker Reyes"}})
+    assert not [m for m in mentions(text, cast) if m.entity.kind == "npc"]
 
 
 @pytest.mark.parametrize("text, expected", [

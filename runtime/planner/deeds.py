@@ -708,7 +708,10 @@ def mentions(text: str, entities: Sequence[Entity] = ()) -> list[Mention]:
     for i, token in enumerate(tokens):
         if i not in taken and token.word in shorts and token.word not in _STOP | _CHAT \
                 and _lemma(token.word) not in _VERBS \
-                and (token.capital or (i > 0 and words[i - 1] in _TITLES)):
+                and ((token.capital and not token.opens)
+                     or (i > 0 and words[i - 1] in _TITLES - _AGES)):
+            # a sentence's first word is capitalised whatever it is ("Walk to the
+            # docks" is no Walker), and "the walk" is a walk
             found.append(Mention(shorts[token.word], i, i + 1))
             taken.add(i)
     held = sorted(((a, e, h) for e in entities for h in e.holdings for a in h.aliases),
