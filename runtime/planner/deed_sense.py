@@ -41,7 +41,8 @@ from narratoria.runtime.embedding import EmbeddingBackend
 from narratoria.runtime.planner.deeds import (EVENTS, PERCEPTION, REPUTATION, Deed, Entity, Mention, asks_standing,
                     fair_trade, mentions, person_and_group, read_deeds,
                     told_about_group, unnamed, unnamed_group)
-from narratoria.runtime.planner.router import PENALTY_C, build_vocabulary, clauses, fit_logistic, lexical, sigmoid
+from narratoria.runtime.planner.router import (PENALTY_C, build_vocabulary, clauses, fit_logistic, lexical,
+                                               lexical_rows, sigmoid)
 
 KIND, HARMFUL, QUERY = "kind", "harmful", "query"
 SIDES = (KIND, HARMFUL, QUERY)
@@ -181,6 +182,16 @@ def features(embedder: EmbeddingBackend, texts: Sequence[str],
     return np.stack([np.concatenate([v, lexical(t, vocabulary)]) for v, t in zip(vectors, texts)])
 
 
+def _training_features(embedder: EmbeddingBackend, texts: Sequence[str],
+                       vocabulary: dict[str, int]):  # -> scipy.sparse.csr_matrix
+    """:func:`features` as one sparse matrix: thousands of examples by tens of thousands
+    of word features."""
+    from scipy import sparse
+
+    vectors = np.asarray(embedder.embed_batch(list(texts)), dtype=np.float64)
+    return sparse.hstack([sparse.csr_matrix(vectors), lexical_rows(texts, vocabulary)], format="csr")
+
+
 def fit(examples: Sequence[Example], embedder: EmbeddingBackend, *,
         c: float = PENALTY_C, datasets: Sequence[str] = ()) -> SenseModel:
     """Three class-balanced regressions on the masked examples: a deed or not, a
@@ -191,7 +202,7 @@ def fit(examples: Sequence[Example], embedder: EmbeddingBackend, *,
     masked = [mask(e.text, e.entities) for e in examples]
     texts = [text for text, _ in masked]
     vocabulary = build_vocabulary(texts)
-    x = features(embedder, texts, vocabulary)
+    x = _training_features(embedder, texts, vocabulary)
     sides = np.array([e.side for e in examples])
     done = np.isin(sides, (KIND, HARMFUL))
     weights = {DEED: fit_logistic(x, done.astype(float), c=c),
