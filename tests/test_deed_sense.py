@@ -17,8 +17,9 @@ from conftest import BUILTIN_SKILLS, REPO
 from narratoria.runtime.planner import deed_sense
 from narratoria.runtime.planner.base import PlanRequest
 from narratoria.runtime.planner.deed_sense import DeedSense, SenseModel, mask
-from narratoria.runtime.planner.deeds import (campaign_entities, cast_entities, mentions,
-                                             person_and_group, read_deeds, unnamed)
+from narratoria.runtime.planner.deeds import (campaign_entities, cast_entities, epithets, mentions,
+                                             other_names, person_and_group, read_deeds, role_noun,
+                                             unnamed)
 from narratoria.runtime.skills.registry import SkillRegistry
 
 pytestmark = pytest.mark.model
@@ -667,3 +668,90 @@ def test_a_person_informed_on_to_a_group_is_a_deed_to_each(sense, text, expected
 ])
 def test_a_warning_or_news_is_no_one_informed_on(text):
     assert person_and_group(text, LONG_EBB) == []
+
+
+EPITHETS = cast_entities({
+    "hashim": {"name": "Grand Vizier Hashim al-Rumi, called the Old Vizier"},
+    "nadira": {"name": "Vizier Nadira Sefu, the Vizier of Coin"},
+    "kasim": {"name": "Kasim, called the Whisper"},
+    "zara": {"name": "Zara bint Qadir, called Auntie Zara"},
+    "rafi": {"name": "Rafi (Sparrow)"},
+    "nico": {"name": 'Nico "the Eel" Falier'},
+    "zanetta": {"name": "Zanetta Corvo", "also": other_names(
+        {"name": "Zanetta Corvo", "role": "captain of the Salt Moths, called the Scorpion"})}},
+    [("divan", "the Divan")], faction_names={"divan": ["viziers", "vizier"]})
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("When the Old Vizier stumbles on the stair I catch him", "hashim"),  # ", called the X"
+    ("I yank Nadira back before the rail gives way", "nadira"),          # a middle name
+    ("I lie to the Vizier of Coin about the ledger", "nadira"),           # ", the X of Y"
+    ("I hand the Whisper a fat pouch of silver", "kasim"),
+    ('"Auntie, your camels are the finest I have ever seen."', "zara"),        # its title
+    ("I pull Sparrow out of the cistern", "rafi"),                         # "(X)"
+    ("I pay the Eel's debts", "nico"),                                     # 'A "X" B'
+    ("I tip my hat to Falier", "nico"),
+    ("I cut the Scorpion's sail ropes", "zanetta"),                        # in the role
+])
+def test_a_name_written_with_an_epithet_names_its_person_by_each(text, expected):
+    """Before, "Kasim, called the Whisper" was one long name nobody types, and "Vizier
+    Nadira Sefu" was "Vizier" or "Coin": the deed went to the Divan's viziers or nowhere."""
+    assert [m.entity.id for m in mentions(text, EPITHETS) if not m.guess] == [expected]
+
+
+def test_an_epithet_is_no_name_of_its_own():
+    assert epithets("Kasim, called the Whisper") == ("Kasim", ["the Whisper"])
+    assert epithets("Morwenna Vail, the Pirate Queen") == ("Morwenna Vail", ["the Pirate Queen"])
+    assert epithets("Odile Venn") == ("Odile Venn", [])
+    # a lone "whisper" is a verb, not Kasim
+    assert [m.entity.id for m in mentions("I whisper to the innkeeper", EPITHETS)] == []
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("I borrow Odile's lens without telling her", [("odile_venn", "down")]),
+    ("I fix Odile's lamp without telling her", [("odile_venn", "up")]),  # a kindness unasked
+])
+def test_taking_behind_someones_back_is_no_favour(sense, text, expected):
+    assert _done(sense.turn(text, LONG_EBB)[0]) == expected
+
+
+HOUSES = cast_entities({
+    "livia": {"name": "Contessa Livia Morosin", "traits": {"faction": "house_morosin"}},
+    "flint": {"name": "Flint", "role": "captain", "traits": {"faction": "wall_militia"}},
+    "patch": {"name": "Patch", "role": "apprentice"},
+    "rust": {"name": "Rust", "role": "boss"}},
+    [("house_morosin", "House Morosin"), ("wall_militia", "the Wall Militia"),
+     ("lantern_clinic", "the Lantern Clinic")])
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("I carry the Morosin household ledgers out of their archive", "house_morosin"),
+    ("I bar the gate against the Morosin guards", "house_morosin"),
+    ("I steal Morosin's mask", "livia"),               # a possessive is the person's
+    ("I slap Morosin hard", "livia"),
+    ("I hand the militia captain a rifle scope", "flint"),  # her group's own captain
+    ("I call the Wall Militia captain a coward", "flint"),
+    ("I rob the militia", "wall_militia"),
+])
+def test_a_name_a_group_shares_and_a_groups_own_role(text, expected):
+    """A family name said of things or people ("the Morosin guards") names the house;
+    "the militia captain" is the militia's captain, not the militia."""
+    assert [m.entity.id for m in mentions(text, HOUSES) if not m.guess][:1] == [expected]
+
+
+def test_a_role_that_opens_with_head_or_member_names_no_one():
+    assert role_noun("head of House Morosin and hostess of the masquerade") == ""
+    assert role_noun("member of the Glass Rats") == ""
+    assert role_noun("captain of the Wall Militia") == "captain"
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("Patch asks me to help him haul water for the Lantern Clinic. I laugh at him.", "patch"),
+    ("I pull Flint aside and warn her that one of her own sentries sells the rotation.",
+     "flint"),
+    ("Rust offers me a place on his crew. I spit at his feet.", "rust"),
+])
+def test_him_and_her_are_a_person_not_the_group_named_last(text, expected):
+    """Before, "him" took the last one named, a group ("the Lantern Clinic"), and "her
+    shift" or "his crew" was a group of its own."""
+    assert [d.target.id for d in read_deeds(text, HOUSES)] == [expected]

@@ -130,7 +130,12 @@ _TITLES = frozenset("captain lady lord sir master mistress brother sister mother
 _NAME_TITLES = frozenset("reverend pastor deacon cardinal doge maestra maestro judge colonel "
                          "lieutenant admiral commodore constable chief elder corporal "
                          "rabbi imam abbot friar canon dean senator councillor alderman "
-                         "overseer foreman ser dame".split())
+                         "overseer foreman ser dame vizier sultan sultana emir sheikh khan "
+                         "signor signora signore contessa conte marchese marchesa madame "
+                         "monsieur mademoiselle herr frau don auntie granny grandma grandpa "
+                         "nana cantor officer agent ranger".split())
+# "Grand Vizier Hashim", "High Priestess Ysolde": a title's rank before it.
+_TITLE_RANKS = frozenset("grand high chief head arch".split())
 _SHORT_TITLES = {"doc": "doctor", "dr": "doctor", "rev": "reverend", "sgt": "sergeant",
                  "capt": "captain", "cap": "captain", "lt": "lieutenant", "mr": "mister",
                  "prof": "professor", "fr": "father", "cllr": "councillor"}
@@ -138,10 +143,39 @@ _SHORT_TITLES = {"doc": "doctor", "dr": "doctor", "rev": "reverend", "sgt": "ser
 
 def name_title(words: Sequence[str]) -> str:
     """The title a name opens with ("sheriff" of "Sheriff Amos Whitlock"), or ""."""
+    if len(words) > 2 and words[0] in _TITLE_RANKS and name_title(words[1:]):
+        return name_title(words[1:])
     if len(words) < 2 or words[0] in _AGES:
         return ""
     word = _SHORT_TITLES.get(words[0], words[0])
     return word if word in _TITLES | _RANKS | _NAME_TITLES else ""
+
+
+# What a name gives besides itself: "Kasim, called the Whisper", "Vizier Nadira Sefu, the
+# Vizier of Coin", "Rafi (Sparrow)", 'Nico "the Eel" Falier'.
+_EPITHET = re.compile(r'\s*,\s*(?:(?:called|known as|aka|a\.k\.a\.)\s+)?(.+)$'
+                      r'|\s*\(([^)]+)\)|\s+["“]([^"”]+)["”](?=\s)')
+_CALLED = re.compile(r"\b(?:called|known as|nicknamed)\s+((?:the\s+)?[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)*)")
+
+
+def epithets(name: str) -> tuple[str, list[str]]:
+    """A name as its proper part and the epithets written with it."""
+    found: list[str] = []
+
+    def keep(match: re.Match[str]) -> str:
+        found.append(next(g for g in match.groups() if g).strip())
+        return " "
+
+    proper = " ".join(_EPITHET.sub(keep, name).split())
+    return (proper, found) if proper else (name, [])
+
+
+def _epithet_aliases(epithet: str) -> list[tuple[str, ...]]:
+    """"the Old Vizier" as typed with and without its "the" (a lone "whisper" is a verb)."""
+    words = tuple(_words(epithet))
+    if words[:1] == ("the",):
+        return [words, words[1:]] if len(words) > 2 else [words]
+    return [words] if words else []
 
 
 def title_forms(title: str) -> list[str]:
@@ -157,14 +191,19 @@ def npc_entity(npc_id: str, name: str, faction: str = "",
     "Amos" and "Whitlock" of "Sheriff Amos Whitlock"), by the other names ``also``
     gives (a nickname, a title: "Mallet", "Ringmaster Vell"), and as "the ``role``"
     ("the ringmaster") when the caller found the role to be this NPC's alone."""
-    words = tuple(_words(name))
+    proper, epithet = epithets(name)
+    words = tuple(_words(proper))
     aliases = [words] if words else []
-    taken = {w for other in others if other != name for w in _words(other)}
+    taken = {w for other in others if other != name for w in _words(epithets(other)[0])}
     title = name_title(words)
-    person = words[1:] if title else words
-    for word in {person[0], person[-1]} if len(person) > 1 or len(words) > 1 else ():
+    person = words[len(words) - _person_length(proper):] if title else words
+    capitalised = {w.lower() for w in re.findall(r"\b[A-Z][\w'-]+", proper)}
+    # first, last and any capitalised middle name ("Nadira" of "Vizier Nadira Sefu")
+    named = dict.fromkeys((person[0], *(w for w in person[1:-1] if w in capitalised), person[-1]))
+    for word in named if len(person) > 1 or len(words) > 1 else ():
         if word not in _TITLES and word not in taken and len(word) > 2:
             aliases.append((word,))
+    aliases += [a for e in epithet for a in _epithet_aliases(e) if a not in aliases]
     # "Doc Wen", "Rev Hale": the title as typed, with either name
     aliases += [(form, word) for form in title_forms(title) if title
                 for word in dict.fromkeys((person[0], person[-1])) if (form, word) not in aliases]
@@ -181,13 +220,23 @@ def npc_entity(npc_id: str, name: str, faction: str = "",
 _ROLE_END = re.compile(r"\s(?:of|and|to|for|who|in|at|from|on|with|since|but)\s|[,;:(/]")
 
 
+def _person_length(proper: str) -> int:
+    """How many of a titled name's words are the person's: "Grand Vizier Hashim" 1."""
+    words = _words(proper)
+    return len(words) - (2 if words[0] in _TITLE_RANKS and name_title(words[1:]) else 1)
+
+
 def role_noun(role: Any) -> str:
     """The noun a character's ``role`` calls them by: "captain of the Tithe Wardens" is
     the captain, "boss canvasman and head of the union" the canvasman."""
     if not isinstance(role, str):
         return ""
     head = _words(_ROLE_END.split(" " + role.strip(), maxsplit=1)[0])
-    return head[-1] if head and len(head[-1]) > 2 and head[-1] not in _STOP else ""
+    return head[-1] if head and len(head[-1]) > 2 and head[-1] not in _STOP | _NO_ROLES else ""
+
+
+# Nouns a role opens with that name no one: "head of House Morosin" is no "the head".
+_NO_ROLES = frozenset("head member part one".split())
 
 
 def other_names(sheet: Mapping[str, Any]) -> list[str]:
@@ -200,7 +249,9 @@ def other_names(sheet: Mapping[str, Any]) -> list[str]:
         value = sheet.get(key)
         found += [value] if isinstance(value, str) else [
             v for v in value if isinstance(v, str)] if isinstance(value, list) else []
-    title, name = sheet.get("title"), sheet.get("name")
+    title, name, role = sheet.get("title"), sheet.get("name"), sheet.get("role")
+    if isinstance(role, str):
+        found += _CALLED.findall(role)  # "captain of the Salt Moths, called the Eel"
     if isinstance(title, str) and len(_words(title)) == 1:
         found.append(title)
         if isinstance(name, str) and _words(name):
@@ -241,8 +292,11 @@ def _titles(also: Iterable[Any]) -> list[str]:
 def _titles_of(npc_id: str, spec: Mapping[str, Any]) -> list[str]:
     """A cast member's titles: its one-word other names and the title its name opens with."""
     titles = _titles(spec.get("also") or ())
-    title = name_title(_words(str(spec.get("name") or npc_id)))
-    return titles + [title] if title and title not in titles else titles
+    proper, epithet = epithets(str(spec.get("name") or npc_id))
+    for name in (proper, *epithet):  # "Auntie" of "Zara bint Qadir, called Auntie Zara"
+        title = name_title(_words(name))
+        titles += [title] if title and title not in titles else []
+    return titles
 
 
 def _singular(word: str) -> str:
@@ -265,26 +319,33 @@ def cast_entities(cast: Mapping[str, Mapping[str, Any]],
     roles = Counter(spec.get("role") for spec in cast.values())
     titles = Counter(t for npc_id, spec in cast.items() for t in _titles_of(npc_id, spec))
     declared = dict(factions)
-    npcs: list[Entity] = []
+    members: dict[str, str] = {}
     for npc_id, spec in cast.items():
         traits = spec.get("traits")
         faction = traits.get("faction") if isinstance(traits, Mapping) else None
-        faction = entity_id(faction) if isinstance(faction, str) else ""
-        role = spec.get("role") or ""
+        members[npc_id] = entity_id(faction) if isinstance(faction, str) else ""
+        if members[npc_id]:
+            declared.setdefault(members[npc_id], "")
+    ids = list(declared)
+    held = holdings or {}
+    more = faction_names or {}
+    groups = {fid: faction_entity(fid, name, ids, held.get(fid, ()), more.get(fid, ()))
+              for fid, name in declared.items()}
+    npcs: list[Entity] = []
+    for npc_id, spec in cast.items():
+        faction, role = members[npc_id], spec.get("role") or ""
         also = list(spec.get("also") or ())
         # "the captain", "the reverend": a title only one of the cast holds names them,
         # as a role does (a lone lower-case "captain" may be anyone's)
         also += [named for t in _titles_of(npc_id, spec) if titles[t] == 1
                  for form in title_forms(t) if form != role for named in (f"the {form}", form)]
+        if role and faction:
+            # "the militia captain", "the Wall Militia captain": their group's own
+            also += [" ".join((*alias, role)) for alias in groups[faction].aliases
+                     if alias[:1] != ("the",)]
         npcs.append(npc_entity(npc_id, str(spec.get("name") or npc_id), faction, names,
                                also, role if roles[role] == 1 else ""))
-        if faction:
-            declared.setdefault(faction, "")
-    ids = list(declared)
-    held = holdings or {}
-    more = faction_names or {}
-    return (*npcs, *(faction_entity(fid, name, ids, held.get(fid, ()), more.get(fid, ()))
-                     for fid, name in declared.items()))
+    return (*npcs, *groups.values())
 
 
 def campaign_entities(root: Path | str) -> tuple[Entity, ...]:
@@ -675,6 +736,20 @@ def _plural(word: str) -> bool:
     return word.endswith("s") and not word.endswith("ss")
 
 
+def _house(entity: Entity, tokens: Sequence[_Token], at: int, n: int,
+           entities: Sequence[Entity]) -> Entity:
+    """A family name a group shares, said of a thing or of people ("the Morosin guards",
+    "the Grimani bank"), names the group, not the person ("Morosin's mask", "I thank
+    Morosin")."""
+    after = at + n
+    if n != 1 or entity.kind != "npc" or at == 0 or tokens[at - 1].word != "the" \
+            or after >= len(tokens) or tokens[after].capital \
+            or tokens[at].raw != tokens[at].text or tokens[after].word in _STOP:
+        return entity
+    word = (tokens[at].word,)
+    return next((e for e in entities if e.kind == "faction" and word in e.aliases), entity)
+
+
 def mentions(text: str, entities: Sequence[Entity] = ()) -> list[Mention]:
     """Who ``text`` names, in order: known entities by their aliases (longest first),
     capitalised groups ("the Harbour Council"), plural group nouns ("the riders") and,
@@ -690,7 +765,7 @@ def mentions(text: str, entities: Sequence[Entity] = ()) -> list[Mention]:
         for i in range(len(words) - n + 1):
             if tuple(words[i:i + n]) == alias and not taken & set(range(i, i + n)) \
                     and not (entity.kind == "npc" and _common_word(tokens, i, n)):
-                found.append(Mention(entity, i, i + n))
+                found.append(Mention(_house(entity, tokens, i, n, entities), i, i + n))
                 taken |= set(range(i, i + n))
     # Typed as players type them: "odiles purse" (no apostrophe), "patence" (misspelt)
     names = {a[0]: e for e in entities if e.kind == "npc" for a in e.aliases
@@ -1175,6 +1250,8 @@ def read_deeds(text: str, entities: Sequence[Entity] = ()) -> list[Deed]:
     """
     deeds: dict[tuple[str, str], Deed] = {}
     last: Mention | None = None
+    last_person: Mention | None = None  # whom a later "him" or "her" means
+    known = {e.id for e in entities}
     for number, (clause, whole) in enumerate(_clause_pairs(_statements(text))):
         tokens = _tokens(clause)
         words = [t.word for t in tokens]
@@ -1195,6 +1272,7 @@ def read_deeds(text: str, entities: Sequence[Entity] = ()) -> list[Deed]:
                 head, starts_with_other = at + rest, False
         if head is None or starts_with_other:
             last = aside_named[-1] if aside_named else last
+            last_person = _last_person(aside_named, last_person)
             continue
         event, after = _event_at(words, head)
         if event is None and _lemma(words[head]) not in _NOT_DEEDS:
@@ -1224,6 +1302,7 @@ def read_deeds(text: str, entities: Sequence[Entity] = ()) -> list[Deed]:
             event = None  # "I buy a lamp from the Lampwrights at the marked price": a trade
         if event is None:
             last = aside_named[-1] if aside_named else last
+            last_person = _last_person(aside_named, last_person)
             continue
         # A place is a target only when the deed is done to it or to what it holds.
         able = [m for m in named if not _aside(words, m, event)
@@ -1239,12 +1318,19 @@ def read_deeds(text: str, entities: Sequence[Entity] = ()) -> list[Deed]:
             # "I stand guard so Orla can sleep": whom the deed is for
             purpose = _PURPOSE.search(text)
             targets = [m for m in mentions(purpose.group(1), entities)] if purpose else []
+        if last_person is not None or any(m.entity.kind == "npc" for m in named[:1]):
+            # "I take her shift on the wall", "warn her that her own sentries ...": a
+            # group no campaign names, owned by "his"/"her", is that person's
+            targets = [m for m in targets if not _owned_by_pronoun(words, m, known)]
         if not targets:
             pronoun = next((w for w in words[after:after + 4]
-                            if w in _PRONOUNS or w in _POSSESSIVES), None)
+                            if w in _PRONOUNS or w in _POSSESSIVES or w == "her"), None)
             earlier = [m for m in named if m.end <= after - 1]
-            if pronoun is not None and (earlier or last is not None):
-                targets = earlier[-1:] or [last]
+            prior = last
+            if pronoun in ("him", "her", "his"):  # a person, not the group named last
+                earlier, prior = [m for m in earlier if m.entity.kind == "npc"], last_person
+            if pronoun is not None and (earlier or prior is not None):
+                targets = earlier[-1:] or [prior]
             elif able:
                 targets = able[-1:]
         if event == "betrayed" and _lemma(words[after - 1]) == "hand" and targets and \
@@ -1266,7 +1352,19 @@ def read_deeds(text: str, entities: Sequence[Entity] = ()) -> list[Deed]:
                     else EVENTS[done].reputation
                 deeds[key] = Deed(mention.entity, done, kind_delta, _reason(clause))
         last = named[-1] if named else last
+        last_person = _last_person(named, last_person)
     return list(deeds.values())
+
+
+def _last_person(named: Sequence[Mention], before: Mention | None) -> Mention | None:
+    return next((m for m in reversed(named) if m.entity.kind == "npc"), before)
+
+
+def _owned_by_pronoun(words: Sequence[str], mention: Mention, known: set[str]) -> bool:
+    """A group no campaign names after "his"/"her" ("her own sentries", "his crew")."""
+    at = mention.start - (2 if words[mention.start - 1:mention.start] == ["own"] else 1)
+    return (mention.entity.kind == "faction" and mention.entity.id not in known
+            and at >= 0 and words[at] in ("his", "her"))
 
 
 _FAIR_TRADE = re.compile(
