@@ -755,3 +755,12 @@ def test_him_and_her_are_a_person_not_the_group_named_last(text, expected):
     """Before, "him" took the last one named, a group ("the Lantern Clinic"), and "her
     shift" or "his crew" was a group of its own."""
     assert [d.target.id for d in read_deeds(text, HOUSES)] == [expected]
+
+
+def test_taken_unasked_is_a_taking_verb_and_no_leave_in_one_sentence():
+    from narratoria.runtime.planner.deeds import taken_unasked
+
+    assert taken_unasked("may I borrow Odile's lens without telling her?")
+    assert taken_unasked("I read her letters without asking")
+    assert not taken_unasked("I fix Odile's lamp without telling her")
+    assert not taken_unasked("I take the lamp. I fix her roof without telling her.")

@@ -39,7 +39,7 @@ import numpy as np
 
 from narratoria.runtime.embedding import EmbeddingBackend
 from narratoria.runtime.planner.deeds import (EVENTS, PERCEPTION, REPUTATION, Deed, Entity, Mention, asks_standing,
-                    fair_trade, mentions, person_and_group, read_deeds,
+                    fair_trade, mentions, person_and_group, read_deeds, taken_unasked,
                     told_about_group, unnamed, unnamed_group)
 from narratoria.runtime.planner.router import (PENALTY_C, build_vocabulary, clauses, fit_logistic, lexical,
                                                lexical_rows, sigmoid)
@@ -377,7 +377,7 @@ class DeedSense:
             target = _described(text)
         if reading.side not in (KIND, HARMFUL) or target is None:
             return None
-        side = HARMFUL if reading.side == KIND and _UNASKED.search(text) else reading.side
+        side = HARMFUL if reading.side == KIND and taken_unasked(text) else reading.side
         event = self.event(mask(text, entities)[0], side)
         size = EVENTS[event]
         delta = size.perception if target.entity.kind == "npc" else size.reputation
@@ -428,13 +428,6 @@ class DeedSense:
 
 
 _THIRD_PERSON = frozenset("he she they it someone somebody everyone nobody".split())
-# Taking what is someone's behind their back is no favour, however gently put ("borrow
-# Odile's lens without telling her"); a kindness done unasked ("I fix her lamp without
-# telling her") takes nothing.
-_UNASKED = re.compile(r"\b(?:borrow|take|took|use|used|read|open|keep|kept|pocket|help myself to|"
-                      r"go through|went through)\w*\b[^.!?]{0,60}\bwithout (?:asking|telling|a word|"
-                      r"permission|(?:his|her|their|its) (?:knowing|knowledge|leave|permission))",
-                      re.IGNORECASE)
 # A deed only thought of, or put off: "in my head I picture their tower burning",
 # "maybe I should apologise later. Not now though", "I decide to sleep on it".
 _UNDONE = re.compile(r"\b(?:not (?:now|tonight|yet|today)\b|sleep on it|(?:don't|do not|dont) "

@@ -1569,6 +1569,22 @@ _GOODS = frozenset("coin coins money silver gold crowns crown pennies copper cop
                    "meal drink ale wine gift present flowers purse".split())
 _WITHOUT_LEAVE = re.compile(r"\bwithout (?:asking|permission|(?:his|her|their) (?:leave|"
                             r"permission|knowing|consent))", re.I)
+# Unsaid is no insult in itself ("I repaint Orla's boat without telling her"), but is
+# with a taking verb (:func:`taken_unasked`).
+_UNTOLD = re.compile(r"\bwithout (?:telling|a word)\b", re.I)
+_TAKING = re.compile(r"\b(?:borrow|take|took|use|used|read|open|keep|kept|pocket|help myself to|"
+                     r"go through|went through)\w*\b", re.I)
+
+
+def taken_unasked(text: str) -> bool:
+    """Taking what is someone's behind their back, however gently put ("borrow Odile's
+    lens without telling her"); a kindness done unasked ("I fix her lamp without telling
+    her") takes nothing."""
+    taking = _TAKING.search(text)
+    if taking is None:
+        return False
+    rest = re.split(r"[.!?]", text[taking.end():], maxsplit=1)[0]
+    return bool(_WITHOUT_LEAVE.search(rest) or _UNTOLD.search(rest))
 _GIFT_NOUNS = frozenset("alms donation donations offering offerings tithe collection "
                         "poor-box".split())
 
