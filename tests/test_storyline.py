@@ -5,6 +5,7 @@ before N and never the abandoned timeline; the old session plays on)."""
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime
 
 import pytest
@@ -174,6 +175,45 @@ def test_a_turn_refused_by_the_session_stores_no_memory_of_it(world):
                              memory=(session.playthrough_id, _memory(session.id, 1, "never")))
     assert world.scene_memories(session.id) == []
     assert [s.scene for s in world.sessions.scenes(session.id)] == [0]
+
+
+def test_a_session_ended_while_its_turn_is_being_stored_stays_ended(world):
+    """The end arrives while the turn's transaction is open (after the scene's memory was
+    written, before the session row is): DuckDB would let that transaction write the
+    row over the committed end, and the session would play on as if never ended."""
+    session = world.line.create_session("local")
+    inside, go = threading.Event(), threading.Event()
+    write_turn = world.sessions.write_turn
+
+    def paused(*args, **kwargs):
+        inside.set()
+        go.wait(10)
+        return write_turn(*args, **kwargs)
+
+    world.sessions.write_turn = paused  # the real write, only later
+    outcome: list[object] = []
+
+    def save() -> None:
+        try:
+            outcome.append(world.line.save_turn(
+                session.id, SessionState({"x": 1}), "Told.", ["a"], "go",
+                memory=(session.playthrough_id, _memory(session.id, 1, "told"))))
+        except SessionEnded as exc:
+            outcome.append(exc)
+
+    saver = threading.Thread(target=save)
+    saver.start()
+    assert inside.wait(10)
+    ender = threading.Thread(target=world.sessions.end, args=(session.id,))
+    ender.start()
+    ender.join(0.5)  # unguarded, the end commits here, under the open transaction
+    go.set()
+    saver.join(10)
+    ender.join(10)
+    assert not saver.is_alive() and not ender.is_alive()
+    record = world.sessions.get(session.id)
+    assert record.status == "ended"
+    assert record.turns == 1 and outcome[0].turns == 1  # stored first, then ended
 
 
 def test_a_memory_failing_inside_the_transaction_rolls_back_the_turn_rows_then_saves_the_turn(world):

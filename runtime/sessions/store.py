@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import threading
 import uuid
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -183,6 +184,11 @@ class SessionStore:
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
         self._con = con.cursor()
         self._lock = threading.Lock()  # a DuckDB cursor is not thread-safe
+        # One writer of session rows at a time, whatever its connection: DuckDB lets a
+        # transaction whose snapshot predates another's committed UPDATE of the same row
+        # write that row over it (seen: a session ended while its turn was being stored
+        # came back active). Taken before any connection's lock, never after.
+        self._rows = threading.RLock()
         migrate(self._con, COMPONENT, MIGRATIONS)
 
     @staticmethod
@@ -218,7 +224,7 @@ class SessionStore:
         """Scene 0 told: the opening narration and its choices, on the session (what a
         resume shows) and on its scene 0 row (what a branch from scene 1 restores), in
         one transaction. Only a session no turn has been played in is opened."""
-        with self._lock, transaction(self._con):
+        with self._rows, self._lock, transaction(self._con):
             opened = self._con.execute(
                 f"UPDATE {SCHEMA}.sessions SET last_narration = ?, choices_json = ? "
                 "WHERE id = ? AND turns = 0 RETURNING id",
@@ -309,16 +315,22 @@ class SessionStore:
                   choices: list[str], *, player_input: str = "",
                   moment_id: str | None = None) -> SessionRecord:
         """Record a finished turn and its history row: one transaction, all of it or none."""
-        with self._lock, transaction(self._con):
+        with self._rows, self._lock, transaction(self._con):
             self.write_turn(self._con, session_id, state, narration, choices,
                             player_input=player_input, moment_id=moment_id)
         return self.get(session_id)
+
+    def row_writes(self) -> AbstractContextManager[bool]:
+        """Held around a transaction on another connection that writes a session row
+        (:meth:`write_turn`): no other write of session rows overlaps it."""
+        return self._rows
 
     def write_turn(self, cur: duckdb.DuckDBPyConnection, session_id: str, state: SessionState,
                    narration: str, choices: list[str], *, player_input: str = "",
                    moment_id: str | None = None) -> None:
         """The turn's rows, written with ``cur`` inside a transaction the caller holds, so
-        another write (the scene's memory) can commit or fail with them.
+        another write (the scene's memory) can commit or fail with them. The caller holds
+        :meth:`row_writes` from before that transaction begins until it ends.
 
         StateCapError if the state is past the state cap and larger than the one saved
         (caps.py; the executor refuses such patches first, this is the last line)."""
@@ -345,7 +357,7 @@ class SessionStore:
 
     def end(self, session_id: str, owner: str | None = None) -> SessionRecord:
         self.get(session_id, owner)
-        with self._lock:
+        with self._rows, self._lock:
             self._con.execute(f"UPDATE {SCHEMA}.sessions SET status = 'ended', updated_at = ? "
                               "WHERE id = ?", [_now(), session_id])
         return self.get(session_id)
