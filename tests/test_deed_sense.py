@@ -126,9 +126,31 @@ def test_the_planner_writes_a_sensed_deed_and_asks_whom_a_question_names(embedde
     ("She slaps Captain Reyes across the face.", ()),
     ("I hear Wick stole from the Lampwrights again. I finish my soup.", LONG_EBB),  # heard of
     ("Corran Hale shoves Wick into the canal - I just watch from the bridge", LONG_EBB),
+    # the player's part after a comma, as players type it
+    ("Doc Halvorsen slaps Sorel across the face in the med deck, I stay out of it", ()),
+    ("Captain Reyes orders the crew to lower the boats. I watch from the rail.", ()),
+    ("Corran Hale drags a salvager off the quay, and I keep my head down", LONG_EBB),
 ])
 def test_someone_elses_act_is_no_deed_of_the_players(sense, text, entities):
     assert sense.turn(text, entities) == ([], False)
+
+
+@pytest.mark.parametrize("text, target", [
+    ("\"Lampwrights, you're all frauds and cheats\"", "lampwrights_guild"),
+    ("Odile Venn, you're the finest glassmaker on the quay", "odile_venn"),
+])
+def test_what_is_said_to_whom_an_input_names_first_is_the_players_deed(sense, text, target):
+    deeds, _ = sense.turn(text, LONG_EBB)
+    assert [d.target.id for d in deeds] == [target]
+
+
+def test_whom_the_player_speaks_to_stays_in_the_players_part():
+    from narratoria.runtime.planner.deed_sense import _players_part
+
+    # the comma after a name is no sentence of someone else's
+    said = "Odile, I paid your rent for the quarter. Wick laughs."
+    assert _players_part(said, LONG_EBB) == "Odile I paid your rent for the quarter."
+    assert _players_part("Doc Halvorsen slaps Sorel, I stay out of it", ()) == "I stay out of it"
 
 
 @pytest.mark.parametrize("text", [

@@ -124,6 +124,25 @@ def test_without_a_cast_names_and_groups_come_from_the_words():
         ("npc", "varro"), ("faction", "temple_of_the_dawn"), ("faction", "shepherds")]
 
 
+@pytest.mark.parametrize("text, named", [
+    # a title opens a name, first word or not
+    ("Captain Reyes orders the crew to lower the boats.", ["reyes"]),
+    ("Doc Halvorsen slaps Sorel across the face", ["halvorsen", "sorel"]),
+    # whom a line of speech is said to, and no further than the comma
+    ('"Jory, I was wrong to call you a coward. I\'m sorry."', ["jory"]),
+    ('"Mallet, you\'re a drunk and every soul on this lot knows it."', ["mallet"]),
+    ('"Sure, you said midnight."', []),                 # no one called Sure
+    ('"Later, you and I will talk."', []),
+    # "at" and "on" aimed at someone, not a place
+    ("I laugh at Finnegan when he trips over the rigging.", ["finnegan"]),
+    ("I pin the missing fuel on Ortega during the inquiry", ["ortega"]),
+    ("I wait at Dunmore for the coach", []),
+    ("I land the shuttle on Titan", []),
+])
+def test_without_a_cast_a_name_is_read_where_players_write_one(text, named):
+    assert [m.entity.id for m in mentions(text) if m.entity.kind == "npc"] == named
+
+
 # --- reading deeds ------------------------------------------------------------------------------
 
 

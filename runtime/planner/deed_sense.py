@@ -458,7 +458,10 @@ _BY_ME = re.compile(r"\b(?:by|from|courtesy of|thanks to|because of|owing|owes|o
                     r"|\bgets? my\b|\bmy doing\b", re.I)
 
 # Where an input's sentences part; "while I" and "as I" start the player's own clause.
-_SENTENCE = re.compile(r"(?<=[.!?;])\s+|\s+[-—–]+\s+|\s+(?:while|as|until|till)\s+(?=(?:I|i|we)\b)")
+# A sentence; a clause after a dash; "... while I ..."; a comma splice typed as players
+# type it ("Doc Halvorsen slaps Sorel, I stay out of it").
+_SENTENCE = re.compile(r"(?<=[.!?;])\s+|\s+[-—–]+\s+|\s+(?:while|as|until|till)\s+(?=(?:I|i|we)\b)"
+                       r"|,\s+(?:and\s+)?(?=(?:I|i|we)\s)")
 
 
 # A deed asked leave for is read as done: "can I pick Corran's pocket?", "is it ok if i
@@ -502,14 +505,22 @@ def _players_part(text: str, entities: Sequence[Entity]) -> str:
     return " ".join(p for p, other in zip(parts, others) if not other)
 
 
+# Said to whom the input names first: '"Lampwrights, you're all frauds"'.
+_ADDRESSED = re.compile(r"^\W*[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*){0,3}\s*,[^.!?]{0,80}\byou")
+
+
 def _others_act(text: str, named: Sequence[Mention]) -> bool:
     """Someone else is the input's subject and the player does nothing ("Wick pockets a
     warden's button", "Odile gives me a contract" is done to the player), unless the
     player is the doer all the same ("Tallow gets a slap from me", "the shipment gets
     hijacked. by me", "Ivo ends the night owing me his life")."""
-    if _BY_ME.search(text):
+    # a question asked of them does them nothing ('"Contessa, who made your gown?"')
+    asked = text.rstrip().rstrip("\"'”’").endswith("?")
+    if _BY_ME.search(text) or (_ADDRESSED.match(text) and not asked):
         return False
     words = [w.lower().split("'")[0] for w in _TOKEN.findall(text.replace("’", "'"))]
+    if named and sum(m.end - m.start for m in named) >= len(words):
+        return False  # a name alone: whom the rest is said to ('"Signora, I paid your rent"')
     subject = bool(words) and (words[0] in _THIRD_PERSON or any(m.start == 0 for m in named))
     return subject and not any(w in ("i", "we", "let", "lets") for w in words)
 

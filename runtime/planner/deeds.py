@@ -664,6 +664,7 @@ class _Token:
     start: int     # index in the input's token list
     raw: str = ""  # as written, possessive kept ("King's")
     opens: bool = False  # the first word of a sentence: capitalised whatever it is
+    comma: bool = False  # a comma right after it ('"Mallet, you're a drunk"')
 
 
 _TOKEN = re.compile(r"[A-Za-z][A-Za-z'’-]*")
@@ -685,21 +686,28 @@ def _tokens(text: str) -> list[_Token]:
         # Only the gap since the last word is looked at: linear in the input's length.
         opens = not out or bool(_SENTENCE_END.search(text, gap, match.start()))
         gap = match.end()
-        out.append(_Token(bare, bare.lower(), bare[:1].isupper(), len(out), raw, opens))
+        out.append(_Token(bare, bare.lower(), bare[:1].isupper(), len(out), raw, opens,
+                          text.startswith(",", match.end())))
     return out
 
 
 _SENTENCE_END = re.compile(r"[.!?:;]")
 
 
-def _lemma(word: str) -> str:
-    if word in _IRREGULAR:
-        return _IRREGULAR[word]
+def _forms(word: str) -> list[str]:
+    """``word`` and what it may be inflected from ("laughs", "laughed": "laugh")."""
     candidates = [word]
     for suffix, add in (("ies", "y"), ("ied", "y"), ("es", ""), ("s", ""), ("ed", ""),
                         ("ed", "e"), ("d", ""), ("ing", ""), ("ing", "e")):
         if word.endswith(suffix) and len(word) > len(suffix) + 2:
             candidates.append(word[:-len(suffix)] + add)
+    return candidates
+
+
+def _lemma(word: str) -> str:
+    if word in _IRREGULAR:
+        return _IRREGULAR[word]
+    candidates = _forms(word)
     for candidate in candidates:
         if candidate in _VERBS or candidate in _PHRASES or candidate in _NOT_DEEDS:
             return candidate
@@ -748,6 +756,24 @@ def _house(entity: Entity, tokens: Sequence[_Token], at: int, n: int,
         return entity
     word = (tokens[at].word,)
     return next((e for e in entities if e.kind == "faction" and word in e.aliases), entity)
+
+
+# "laugh at Finnegan", "pin the missing fuel on Ortega": after these, "at"/"on" comes
+# before someone, not a place ("at Dunmore", "on Titan").
+_AT_SOMEONE = frozenset("laugh shout yell scream glare sneer spit wink smile grin wave point "
+                        "stare swear curse snap jeer scowl hiss lunge swing bark growl frown "
+                        "leer smirk".split())
+_ON_SOMEONE = frozenset("pin blame spy tell inform rat snitch cheat pull draw turn".split())
+_ON_REACH = 4  # words between the verb and "on": "pin the missing fuel on"
+
+
+def _aimed_at(words: Sequence[str], i: int) -> bool:
+    """Whether the name at ``i`` follows "at"/"on" that aims a verb at someone."""
+    if i < 2 or words[i - 1] not in ("at", "on"):
+        return False
+    if words[i - 1] == "at":
+        return bool(set(_forms(words[i - 2])) & _AT_SOMEONE)
+    return any(set(_forms(w)) & _ON_SOMEONE for w in words[max(0, i - 1 - _ON_REACH):i - 1])
 
 
 def mentions(text: str, entities: Sequence[Entity] = ()) -> list[Mention]:
@@ -814,7 +840,7 @@ def mentions(text: str, entities: Sequence[Entity] = ()) -> list[Mention]:
         if token.capital and token.word != "i" and (
                 not token.opens or _named_first(tokens[i:], words[i:])):
             j = i + 1
-            while j < len(tokens) and j not in taken:
+            while j < len(tokens) and j not in taken and not tokens[j - 1].comma:
                 if tokens[j].capital:
                     j += 1
                     continue
@@ -849,7 +875,8 @@ def mentions(text: str, entities: Sequence[Entity] = ()) -> list[Mention]:
                                      guess=True))
             elif not knows_cast and not any(t.word in ("of", "the") for t in run) and (
                     i == 0 or words[i - 1] not in _NOT_PERSON_BEFORE
-                    or run[-1].raw.endswith(("'s", "'")) or run[0].word in _TITLES | _RANKS):
+                    or run[-1].raw.endswith(("'s", "'")) or run[0].word in _TITLES | _RANKS
+                    or _aimed_at(words, i)):
                 # "Captain Varro" is someone; "the Roll of Names", "the Tower" and "on
                 # Titan" are things and places, but "on Marshal Cole's boots" and "into
                 # Jax's accounts" name an owner.
@@ -1014,15 +1041,32 @@ _OPENERS = _STARTERS | _DETERMINERS | _LEAD | frozenset(
     "here there".split())
 
 
+_YOU = frozenset("you your yours yourself ya".split())
+# Words a line of speech opens with before a comma that are no one's name.
+_NOT_VOCATIVES = frozenset(
+    "sure fine well yes yeah yep no nope okay ok look listen hey oh ah aye nay sorry thanks "
+    "thank please alright right honestly seriously later tonight tomorrow today now friend "
+    "friends folks everyone everybody guys lads boys girls mate buddy pal kid boy girl son "
+    "gentlemen ladies madam maam wait stop enough good great indeed truly really easy "
+    "careful quick quickly quiet hush come go remember believe trust again besides".split())
+
+
 def _named_first(tokens: Sequence[_Token], words: Sequence[str]) -> bool:
-    """Whether an input's first word is someone: an owner ("Kestrel's secret is safe") or
-    the one a later "him"/"her" means ("Tomas looks parched. I share my canteen with him")."""
+    """Whether an input's first word is someone: an owner ("Kestrel's secret is safe"), a
+    titled name ("Captain Reyes orders ..."), whom a line of speech is said to ("Mallet,
+    you're a drunk") or the one a later "him"/"her" means ("Tomas looks parched. I share
+    my canteen with him")."""
     first = tokens[0]
     if len(tokens) < 2 or first.word in _OPENERS or first.word in _QUESTION_START \
             or _lemma(first.word) in _VERBS or _lemma(first.word) in _NOT_DEEDS:
         return False
     if first.raw.endswith(("'s", "'")):
         return True
+    if tokens[1].capital and not tokens[1].opens and name_title(words[:2]):
+        return True  # "Captain Reyes orders the crew", "Doc Halvorsen slaps Sorel"
+    if first.comma and first.word not in _NOT_VOCATIVES | _TITLES | _RANKS | _NAME_TITLES \
+            and any(w.split("'")[0] in _YOU for w in words[1:]):
+        return True  # whom the player speaks to: '"Mallet, you're a drunk"'
     if tokens[1].capital:  # "Helix Dynamics' technicians": a group's name
         run = [t.word for t in itertools.takewhile(lambda t: t.capital, tokens)]
         return bool(_GROUP_WORDS & set(run))
