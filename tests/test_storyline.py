@@ -178,19 +178,19 @@ def test_a_turn_refused_by_the_session_stores_no_memory_of_it(world):
 
 
 def test_a_session_ended_while_its_turn_is_being_stored_stays_ended(world):
-    """The end arrives while the turn's transaction is open (after the scene's memory was
-    written, before the session row is): DuckDB would let that transaction write the
-    row over the committed end, and the session would play on as if never ended."""
+    """The end arrives while the turn's transaction is open, its session row written but
+    not committed: DuckDB let the end commit and then wrote the transaction's row over
+    it, and the session played on as if never ended (a plain UPDATE does the same)."""
     session = world.line.create_session("local")
     inside, go = threading.Event(), threading.Event()
     write_turn = world.sessions.write_turn
 
     def paused(*args, **kwargs):
+        write_turn(*args, **kwargs)
         inside.set()
-        go.wait(10)
-        return write_turn(*args, **kwargs)
+        go.wait(10)  # the transaction stays open, its session row written
 
-    world.sessions.write_turn = paused  # the real write, only later
+    world.sessions.write_turn = paused  # the real write, then a wait before the commit
     outcome: list[object] = []
 
     def save() -> None:
@@ -213,7 +213,9 @@ def test_a_session_ended_while_its_turn_is_being_stored_stays_ended(world):
     assert not saver.is_alive() and not ender.is_alive()
     record = world.sessions.get(session.id)
     assert record.status == "ended"
-    assert record.turns == 1 and outcome[0].turns == 1  # stored first, then ended
+    # the turn in flight was let finish: stored whole, with its memory
+    assert record.turns == 1 and outcome[0].turns == 1
+    assert len(world.scene_memories(session.id)) == 1
 
 
 def test_a_memory_failing_inside_the_transaction_rolls_back_the_turn_rows_then_saves_the_turn(world):
