@@ -350,6 +350,18 @@ def _play_turn(client: Any, sid: str, i: int, t: int, plan_json: str | None,
                 tally.phases.setdefault(phase, []).append(float(ms))
 
 
+JOIN_POLL_S = 0.2
+
+
+def _join(thread: threading.Thread) -> None:
+    """``thread.join()`` that a Ctrl-C still interrupts: the kernel may hand SIGINT to any
+    thread (gRPC's among them), and then an untimed join in the main thread does not
+    wake to raise KeyboardInterrupt until the thread ends (an interrupted run went on to
+    its full duration)."""
+    while thread.is_alive():
+        thread.join(JOIN_POLL_S)
+
+
 def run_loadtest(client_factory: Callable[[], Any], clients: int, turns: int | None,
                  plan: dict[str, Any] | str | None = None, duration_s: float | None = None,
                  progress: bool = True, *, skill_concurrency: int | None = None,
@@ -449,15 +461,15 @@ def run_loadtest(client_factory: Callable[[], Any], clients: int, turns: int | N
         sampler.started = started
         sampler.start()
         for th in threads:
-            th.join()
+            _join(th)
         elapsed = time.perf_counter() - started
         with flood_tally.lock:
             flood_during = flood_tally.turns_done  # flood turns finished while the clients played
         flood_stop.set()
         for th in flooders:
-            th.join()  # each finishes the turn it is in
+            _join(th)  # each finishes the turn it is in
         sampler.stop.set()
-        sampler.join()
+        _join(sampler)
     finally:
         # However the run ends (an interrupt, a failure), its sessions end with it.
         flood_stop.set()
