@@ -229,7 +229,9 @@ def test_cli_sessions_turns_and_json_events(pattern_daemon):
     # The shipped Q4_1 model runs as its cached Q8_0 copy, and status says so.
     assert status["model_quantization"] == "Q8_0 (from Q4_1)"
     assert status["model_file"].endswith(".Q8_0.gguf") and status["model_path"].endswith("Q4_1.gguf")
-    sid = cli(pattern_daemon, "session", "new").stdout.strip()
+    new = cli(pattern_daemon, "session", "new")
+    assert new.returncode == 0, new.stderr
+    sid = new.stdout.strip()
     proc = cli(pattern_daemon, "turn", "--session", sid, "I roll 2d6 to leap the gap", "--json")
     assert proc.returncode == 0, proc.stderr
     docs = [json.loads(line) for line in proc.stdout.splitlines()]

@@ -113,7 +113,10 @@ def test_an_interrupted_loadtest_ends_its_sessions_too(limited_daemon, tmp_path)
     plan.write_text(json.dumps(SLEEP_PLAN))
     env = {**os.environ, "NARRATORIA_ADDRESS": f"unix://{limited_daemon.socket}"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "narratoria.clients.cli", "loadtest", "--clients", "2",
+        # -X faulthandler: a run that hangs after its SIGINT is sent SIGABRT, and the
+        # failure shows where every thread of it waited.
+        [sys.executable, "-X", "faulthandler", "-m", "narratoria.clients.cli", "loadtest",
+         "--clients", "2",
          "--duration", "120", "--plan", str(plan)], stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True, env=env)
     try:
@@ -123,7 +126,12 @@ def test_an_interrupted_loadtest_ends_its_sessions_too(limited_daemon, tmp_path)
             time.sleep(0.2)
         time.sleep(1.0)  # turns in flight
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
+        try:
+            _, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)
+            _, err = proc.communicate(timeout=30)
+            pytest.fail(f"no exit within 60 s of SIGINT; its threads:\n{err}")
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -153,7 +161,10 @@ def test_cli_json_report(limited_daemon, tmp_path):
     plan.write_text(json.dumps(SLEEP_PLAN))
     env = {**os.environ, "NARRATORIA_ADDRESS": f"unix://{limited_daemon.socket}"}
     out = subprocess.run(
-        [sys.executable, "-m", "narratoria.clients.cli", "loadtest", "--clients", "2",
+        # -X faulthandler: a run that hangs after its SIGINT is sent SIGABRT, and the
+        # failure shows where every thread of it waited.
+        [sys.executable, "-X", "faulthandler", "-m", "narratoria.clients.cli", "loadtest",
+         "--clients", "2",
          "--turns", "2", "--plan", str(plan), "--skill-concurrency", str(LIMIT), "--json"],
         capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 0, out.stderr

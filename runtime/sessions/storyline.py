@@ -260,9 +260,9 @@ class Storyline:
             try:
                 # The scene memory and the summaries it completes go in the turn's own
                 # transaction.
-                with self.sessions.row_writes():
-                    self.store.playthrough(playthrough_id).store_many(
-                        "memory_event", [event, *told], with_write=write)
+                self.store.playthrough(playthrough_id).store_many(
+                    "memory_event", [event, *told], with_write=write,
+                    write_guard=self.sessions.row_writes())
                 return self.sessions.get(session_id)
             except (SessionEnded, StateCapError):
                 raise

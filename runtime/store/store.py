@@ -33,7 +33,7 @@ import threading
 import time
 import uuid
 import weakref
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -410,28 +410,33 @@ class Playthrough:
     # -- writes ---------------------------------------------------------------------------
 
     def store(self, data_type: DataType | str, record: Record | Mapping[str, Any], *,
-              with_write: Callable[[duckdb.DuckDBPyConnection], None] | None = None) -> Record:
+              with_write: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
+              write_guard: AbstractContextManager[Any] | None = None) -> Record:
         """Persist one new record atomically; returns it as ``get`` would (key, id filled in).
 
         ``with_write`` runs first in the same transaction (on the same database): the
         record is stored only if that write succeeds, and that write only if the record
-        is stored -- a scene's memory and the turn it remembers."""
-        return self._insert(data_type, [record], "store", first=with_write)[0]
+        is stored -- a scene's memory and the turn it remembers. ``write_guard`` (a lock
+        the other write's rows need) is held from before that transaction begins until
+        it ends, and not while the text is embedded."""
+        return self._insert(data_type, [record], "store", first=with_write, guard=write_guard)[0]
 
     def store_many(self, data_type: DataType | str,
                    records: Sequence[Record | Mapping[str, Any]], *,
                    pace: Pace | None = None,
                    with_write: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
+                   write_guard: AbstractContextManager[Any] | None = None,
                    ) -> list[Record]:
         """Persist a batch in one transaction — all of it or, on any error, none of it;
-        ``with_write`` as for :meth:`store`.
+        ``with_write`` and ``write_guard`` as for :meth:`store`.
 
         Texts are embedded in batches before the write lock is taken, then the
         rows go in with one bulk INSERT (``rows.insert_many``). ``pace``: embed in
         small calls with rests between them (a background job, such as ingestion,
         that must leave the embedder to others' requests).
         """
-        return self._insert(data_type, list(records), "store_many", first=with_write, pace=pace)
+        return self._insert(data_type, list(records), "store_many", first=with_write, pace=pace,
+                            guard=write_guard)
 
     def replace_many(self, data_type: DataType | str, records: Sequence[Record | Mapping[str, Any]],
                      *, remove: Sequence[str] = (),
@@ -652,7 +657,8 @@ class Playthrough:
     def _insert(self, data_type: DataType | str, records: list[Record | Mapping[str, Any]],
                 operation: str,
                 first: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
-                pace: Pace | None = None) -> list[Record]:
+                pace: Pace | None = None,
+                guard: AbstractContextManager[Any] | None = None) -> list[Record]:
         spec = _spec(data_type)
         store = self._store
         with store.monitor.measure(operation, spec.data_type.value, self._id) as stat:
@@ -668,7 +674,7 @@ class Playthrough:
                 stat.embed_ms = (time.perf_counter() - started) * 1000.0
             if owned or first is not None:
                 try:
-                    with store._transaction() as cur:
+                    with guard or nullcontext(), store._transaction() as cur:
                         if first is not None:
                             first(cur)
                         if len(owned) == 1:
