@@ -351,6 +351,7 @@ def _play_turn(client: Any, sid: str, i: int, t: int, plan_json: str | None,
 
 
 JOIN_POLL_S = 0.2
+STOP_WAIT_S = 30.0  # for the clients' turns in flight when a run is over
 
 
 def _join(thread: threading.Thread) -> None:
@@ -358,8 +359,15 @@ def _join(thread: threading.Thread) -> None:
     thread (gRPC's among them), and then an untimed join in the main thread does not
     wake to raise KeyboardInterrupt until the thread ends (an interrupted run went on to
     its full duration)."""
-    while thread.is_alive():
-        thread.join(JOIN_POLL_S)
+    _join_all((thread,), float("inf"))
+
+
+def _join_all(threads: Iterable[threading.Thread], timeout_s: float) -> None:
+    """Join each started thread, all within ``timeout_s`` (a stuck one is left to the exit)."""
+    deadline = time.monotonic() + timeout_s
+    for thread in threads:
+        while thread.is_alive() and time.monotonic() < deadline:
+            thread.join(JOIN_POLL_S)
 
 
 def run_loadtest(client_factory: Callable[[], Any], clients: int, turns: int | None,
@@ -390,6 +398,7 @@ def run_loadtest(client_factory: Callable[[], Any], clients: int, turns: int | N
     tally = _Tally()
     flood_tally = _Tally()
     flood_stop = threading.Event()
+    stop = threading.Event()  # the run is over: no client starts another turn
     total = clients * turns if turns is not None and duration_s is None else None
     sampler = _Sampler(client_factory, tally, total, status_interval_s, progress)
     start_gate = threading.Barrier(clients + flood_clients + 1)
@@ -426,7 +435,7 @@ def run_loadtest(client_factory: Callable[[], Any], clients: int, turns: int | N
                 if not through_gate():
                     return
                 t = 0
-                while not flood_stop.is_set():
+                while not flood_stop.is_set() and not stop.is_set():
                     _play_turn(client, sid, i, t, flood_json, flood_tally)
                     t += 1
             finally:
@@ -441,15 +450,16 @@ def run_loadtest(client_factory: Callable[[], Any], clients: int, turns: int | N
                 if not through_gate():  # every session exists before the first turn
                     return
                 t = 0
-                while (turns is None or t < turns) and (
+                while (turns is None or t < turns) and not stop.is_set() and (
                         not deadline or time.perf_counter() < deadline[0]):
                     _play_turn(client, sid, i, t, plan_json, tally)
                     t += 1
             finally:
                 sessions.end(client, sid)
 
-    threads = [threading.Thread(target=player, args=(i,), daemon=True) for i in range(clients)]
-    flooders = [threading.Thread(target=flooder, args=(i,), daemon=True)
+    threads = [threading.Thread(target=player, args=(i,), name=f"loadtest-client-{i}", daemon=True)
+               for i in range(clients)]
+    flooders = [threading.Thread(target=flooder, args=(i,), name=f"loadtest-flood-{i}", daemon=True)
                 for i in range(flood_clients)]
     try:
         for th in threads + flooders:
@@ -472,10 +482,15 @@ def run_loadtest(client_factory: Callable[[], Any], clients: int, turns: int | N
         _join(sampler)
     finally:
         # However the run ends (an interrupt, a failure), its sessions end with it.
+        stop.set()
         flood_stop.set()
         sampler.stop.set()
         start_gate.abort()  # clients still waiting to start leave
         sessions.end_all(client_factory)
+        # Each client finishes the turn it is in and closes its channel: an interrupted
+        # run does not exit with threads inside gRPC calls (the interpreter's exit can
+        # wait on them for ever).
+        _join_all([*threads, *flooders, sampler], STOP_WAIT_S)
     leaks = _check_leaks(client_factory, leak_grace_s, adopter, keep)
     with client_factory() as client:
         final = client.status()

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -138,6 +139,29 @@ def test_an_interrupted_loadtest_ends_its_sessions_too(limited_daemon, tmp_path)
             proc.wait()
     assert proc.returncode == 130, err
     assert loadtest_sessions(limited_daemon) == [], err
+
+
+def test_an_interrupted_run_stops_its_clients_before_it_returns(limited_daemon):
+    """A Ctrl-C (SIGALRM raising KeyboardInterrupt in the main thread, as SIGINT does) ends
+    the run's sessions and its clients' turns: no client thread is left playing, in a
+    gRPC call, when the interpreter exits."""
+    def factory() -> NarratoriaClient:
+        return NarratoriaClient(f"unix://{limited_daemon.socket}", timeout_s=120)
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    before = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, 5.0)  # the clients are playing by then
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_loadtest(factory, clients=2, turns=None, duration_s=120, plan=SLEEP_PLAN,
+                         progress=False)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, before)
+    assert [t.name for t in threading.enumerate() if t.name.startswith("loadtest-")] == []
+    assert loadtest_sessions(limited_daemon) == []
 
 
 def test_the_leak_scan_finds_a_process_under_the_supervisor():
