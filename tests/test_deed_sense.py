@@ -59,6 +59,15 @@ def test_the_shipped_weights_are_current_with_their_datasets(embedder):
 # --- deeds and questions no verb list reads ----------------------------------------------------
 
 
+@pytest.mark.parametrize("text", ["Odile, thank you for your help", "Thank you, Wick, for the lift",
+                                  "I thank Odile for her help"])
+def test_thanks_are_a_kind_word_not_help_given(sense, text):
+    """Whose help is thanked for is the other's: thanking is a kind word (+10), not the
+    player's help (+20; seen in play: "Odile, thank you for your help" was helped)."""
+    deeds = sense.turn(text, LONG_EBB)[0]
+    assert [(d.event, d.delta) for d in deeds] == [("complimented", 10)]
+
+
 @pytest.mark.parametrize("text, entities, expected", [
     ("While Meret counts the tithe I quietly pour sand into her ink pot", LONG_EBB,
      ("npc", "meret_alder", "down")),

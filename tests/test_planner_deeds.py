@@ -122,6 +122,9 @@ def test_without_a_cast_names_and_groups_come_from_the_words():
     found = mentions("I tell Captain Varro that the Temple of the Dawn and the shepherds agree")
     assert [(m.entity.kind, m.entity.id) for m in found] == [
         ("npc", "varro"), ("faction", "temple_of_the_dawn"), ("faction", "shepherds")]
+    # a firm is a group by what it does
+    found = mentions("I leak Veridian Biotech's trial data to the press")
+    assert [(m.entity.kind, m.entity.id) for m in found] == [("faction", "veridian_biotech")]
 
 
 @pytest.mark.parametrize("text, named", [
@@ -138,6 +141,16 @@ def test_without_a_cast_names_and_groups_come_from_the_words():
     ("I pin the missing fuel on Ortega during the inquiry", ["ortega"]),
     ("I wait at Dunmore for the coach", []),
     ("I land the shuttle on Titan", []),
+    # a word in capitals is painted or shouted, not a name
+    ("I paint LIARS in red across the mill gate", []),
+    ("hey GM, I hand Bram my spare knife", ["bram"]),
+    ("I reboot the relay so ARIA can hear the crew again", ["aria"]),  # a name in capitals
+    # a name ends with its sentence
+    ("I wave goodbye to Jory. We ride out at dawn", ["jory"]),
+    # a street, a station, a port is a place
+    ("I stroll down Main Street and tip the busker", []),
+    ("I hitch a ride to Port Kessel with Mara", ["mara"]),
+    ("I dock at Halley Station and buy Osei a drink", ["osei"]),
 ])
 def test_without_a_cast_a_name_is_read_where_players_write_one(text, named):
     assert [m.entity.id for m in mentions(text) if m.entity.kind == "npc"] == named

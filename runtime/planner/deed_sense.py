@@ -543,7 +543,7 @@ EVENT_EXAMPLES: Mapping[str, Sequence[str]] = {
     "saved": ("I save Sam's life", "I pull Sam out of the water",
               "I rescue Sam from the captors"),
     "complimented": ("I praise Sam", "I compliment the Guild's work",
-                     "I raise a toast to Sam"),
+                     "I raise a toast to Sam", "I thank Sam for the help"),
     "apologised": ("I apologise to Sam", "I say sorry to the Guild for what I did"),
     "kept-promise": ("I keep my word to Sam", "I come back as I promised Sam"),
     "stole": ("I steal from Sam", "I pocket Sam's purse", "I carry off the Guild's goods",

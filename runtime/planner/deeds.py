@@ -648,7 +648,14 @@ _GROUP_WORDS = frozenset("guild guilds watch council temple order church company
                          "corp inc co collective cartel authority directorate agency bureau "
                          "ministry institute foundation alliance federation empire republic "
                          "coalition brethren choir corps salvage holdings enterprises "
-                         "logistics shipping mining trading club society firm".split())
+                         "logistics shipping mining trading club society firm biotech "
+                         "pharma pharmaceuticals labs laboratories technologies robotics "
+                         "motors airlines media networks".split())
+# Where a capitalised run is a place, not someone: "Main Street", "Kessler Station" (its
+# last word), "Port Halden", "Fort Kessel" (its first).
+_PLACE_LAST = frozenset("street road lane avenue square station plaza alley quay wharf pier "
+                        "harbour harbor bay".split())
+_PLACE_FIRST = frozenset("port fort mount cape lake".split())
 _NOT_PERSON_BEFORE = frozenset("the a an on in at into near across inside outside through "
                                "toward towards within".split())
 _PRONOUNS = {"him": "npc", "her": "npc", "them": "any"}
@@ -831,17 +838,20 @@ def mentions(text: str, entities: Sequence[Entity] = ()) -> list[Mention]:
                 taken |= set(range(i, i + n))  # named, and not someone
     knows_cast = any(e.kind == "npc" for e in entities)
     lower_case = not any(t.capital for t in tokens)
+    written = _written(tokens)
     i = 0
     while i < len(tokens):
         if i in taken:
             i += 1
             continue
         token = tokens[i]
-        if token.capital and token.word != "i" and (
+        if token.capital and token.word != "i" and i not in written and (
                 not token.opens or _named_first(tokens[i:], words[i:])):
             j = i + 1
             while j < len(tokens) and j not in taken and not tokens[j - 1].comma:
-                if tokens[j].capital:
+                # a name ends at its sentence's end ("... to Jory. We leave") and at a
+                # word in capitals
+                if tokens[j].capital and not tokens[j].opens and j not in written:
                     j += 1
                     continue
                 # "Temple of the Dawn", "House of Arden": lower-case joiners inside a name
@@ -873,7 +883,8 @@ def mentions(text: str, entities: Sequence[Entity] = ()) -> list[Mention]:
                 # "the Silver Hand" may be a group, a place or a thing
                 found.append(Mention(Entity(entity_id(name), name, "faction"), i, j,
                                      guess=True))
-            elif not knows_cast and not any(t.word in ("of", "the") for t in run) and (
+            elif not knows_cast and not any(t.word in ("of", "the") for t in run) \
+                    and run[-1].word not in _PLACE_LAST and run[0].word not in _PLACE_FIRST and (
                     i == 0 or words[i - 1] not in _NOT_PERSON_BEFORE
                     or run[-1].raw.endswith(("'s", "'")) or run[0].word in _TITLES | _RANKS
                     or _aimed_at(words, i)):
@@ -940,6 +951,25 @@ _CHAT = frozenset("u ur w lol ngl im ima gonna wanna gotta rn tbh idk ok okay pl
 
 
 _DOERS = frozenset("i we you he she they".split())
+
+
+def _written(tokens: Sequence[_Token]) -> set[int]:
+    """Where words in capitals are what is painted or shouted, not a name: after a verb
+    of writing or shouting ("I daub THIEVES across their door", "spray-paint HELIX
+    KILLS"), and any of two letters ("hey GM", "over the PA"). "ARIA can feel the sun"
+    names someone."""
+    out: set[int] = set()
+    for i, token in enumerate(tokens):
+        if not (token.text.isupper() and len(token.text) > 1):
+            continue
+        if len(token.text) == 2 or (i > 0 and (i - 1 in out or _WRITING & set(
+                _forms(tokens[i - 1].word)))):
+            out.add(i)
+    return out
+
+
+_WRITING = frozenset("paint spray-paint daub scrawl write carve chalk scratch stencil shout "
+                     "yell scream bellow chant".split())
 
 
 def unnamed(text: str) -> list[Mention]:
