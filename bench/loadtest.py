@@ -89,12 +89,40 @@ class _Tally:
             self.failures[category] = self.failures.get(category, 0) + n
 
 
-class _Sampler(threading.Thread):
+class _Worker(threading.Thread):
+    """A daemon thread whose end is an event, so that waiting for it survives a Ctrl-C:
+    Python 3.11's ``Thread.join``, interrupted by KeyboardInterrupt while the thread
+    runs, marks the thread stopped (the bpo-45274 fix), and ``is_alive()`` is False from
+    then on though it plays on (seen: a client thread left inside a turn's stream)."""
+
+    def __init__(self, name: str, target: Callable[..., None] | None = None,
+                 args: tuple[Any, ...] = ()) -> None:
+        super().__init__(name=name, daemon=True)
+        self._work, self._work_args = target, args
+        self.launched = False
+        self.ended = threading.Event()
+
+    def start(self) -> None:
+        self.launched = True  # before start() waits: an interrupt there still ends it
+        super().start()
+
+    def run(self) -> None:
+        try:
+            self.work()
+        finally:
+            self.ended.set()
+
+    def work(self) -> None:
+        if self._work is not None:
+            self._work(*self._work_args)
+
+
+class _Sampler(_Worker):
     """Status every ``interval`` s: live skill processes, queue depth, limit; progress."""
 
     def __init__(self, client_factory: Callable[[], Any], tally: _Tally, total: int | None,
                  interval: float, progress: bool) -> None:
-        super().__init__(daemon=True)
+        super().__init__("loadtest-sampler")
         self.factory, self.tally, self.total = client_factory, tally, total
         self.interval, self.progress = interval, progress
         self.stop = threading.Event()
@@ -105,7 +133,7 @@ class _Sampler(threading.Thread):
         self.errors = 0
         self.started = time.perf_counter()
 
-    def run(self) -> None:
+    def work(self) -> None:
         last_say = 0.0
         with self.factory() as client:
             while not self.stop.is_set():
@@ -354,20 +382,21 @@ JOIN_POLL_S = 0.2
 STOP_WAIT_S = 30.0  # for the clients' turns in flight when a run is over
 
 
-def _join(thread: threading.Thread) -> None:
-    """``thread.join()`` that a Ctrl-C still interrupts: the kernel may hand SIGINT to any
-    thread (gRPC's among them), and then an untimed join in the main thread does not
-    wake to raise KeyboardInterrupt until the thread ends (an interrupted run went on to
-    its full duration)."""
+def _join(thread: _Worker) -> None:
+    """Wait for ``thread`` in steps a Ctrl-C interrupts: the kernel may hand SIGINT to
+    any thread (gRPC's among them), and then an untimed wait in the main thread does not
+    wake to raise KeyboardInterrupt until the thread ends."""
     _join_all((thread,), float("inf"))
 
 
-def _join_all(threads: Iterable[threading.Thread], timeout_s: float) -> None:
-    """Join each started thread, all within ``timeout_s`` (a stuck one is left to the exit)."""
+def _join_all(threads: Iterable[_Worker], timeout_s: float) -> None:
+    """Wait for each started thread, all within ``timeout_s`` (a stuck one is left to
+    the exit)."""
     deadline = time.monotonic() + timeout_s
     for thread in threads:
-        while thread.is_alive() and time.monotonic() < deadline:
-            thread.join(JOIN_POLL_S)
+        while thread.launched and not thread.ended.wait(JOIN_POLL_S) \
+                and time.monotonic() < deadline:
+            pass
 
 
 def run_loadtest(client_factory: Callable[[], Any], clients: int, turns: int | None,
@@ -457,10 +486,8 @@ def run_loadtest(client_factory: Callable[[], Any], clients: int, turns: int | N
             finally:
                 sessions.end(client, sid)
 
-    threads = [threading.Thread(target=player, args=(i,), name=f"loadtest-client-{i}", daemon=True)
-               for i in range(clients)]
-    flooders = [threading.Thread(target=flooder, args=(i,), name=f"loadtest-flood-{i}", daemon=True)
-                for i in range(flood_clients)]
+    threads = [_Worker(f"loadtest-client-{i}", player, (i,)) for i in range(clients)]
+    flooders = [_Worker(f"loadtest-flood-{i}", flooder, (i,)) for i in range(flood_clients)]
     try:
         for th in threads + flooders:
             th.start()
