@@ -46,8 +46,10 @@ _CHANNEL_OPTIONS = [
     ("grpc.enable_http_proxy", 0),
     # A client waiting for a daemon that is starting (wait_ready) should notice it
     # within about a second, not after gRPC's default backoff of up to two minutes.
+    # Not grpc.min_reconnect_backoff_ms: gRPC core takes it as the connection attempt's
+    # timeout too (20 s by default), and at 100 ms a daemon on a busy machine that sent
+    # its HTTP/2 SETTINGS a little late failed the call as "not answering" (seen in CI).
     ("grpc.initial_reconnect_backoff_ms", 100),
-    ("grpc.min_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 1000),
     # State trees travel as JSON text and may outgrow gRPC's 4 MiB default.
     ("grpc.max_receive_message_length", 64 * 1024 * 1024),
@@ -85,11 +87,13 @@ def _not_running_message(endpoint: Endpoint, detail: str = "") -> str:
     path = endpoint.unix_path
     if path is not None and not path.exists():
         return f"the daemon is not running at {path} (no socket there); {hint}"
+    # gRPC's own words last: a stale socket, a full backlog and a process out of file
+    # descriptors read alike otherwise.
+    said = f" [{detail}]" if detail else ""
     if path is not None:
         return (f"the daemon is not answering at {path} (a stale socket from a daemon "
-                f"that exited?); {hint}")
-    suffix = f" ({detail})" if detail else ""
-    return f"the daemon is not reachable at {endpoint}{suffix}; {hint}"
+                f"that exited?); {hint}{said}")
+    return f"the daemon is not reachable at {endpoint}{said}; {hint}"
 
 
 def _wrap(exc: grpc.RpcError, endpoint: Endpoint, had_token: bool) -> ClientError:
