@@ -354,13 +354,22 @@ def calls(plan: Plan, skill: str) -> list[tuple[str, dict]]:
     "Check my reputation with the Tithe Wardens.",
     "Am I in Odile's good books?",
     "Where do I stand with the Lampwrights' Guild?",
+    "Tell me where I stand with Helix Dynamics.",
+    "How much goodwill do I have left with the church?",
+    "whats my rep with the tithe wardens",
+    "rep with tanaka heavy industries?",
+    "Check my relationship with Kaito.",
+    "how well thought of am i among the lanterns",
 ])
 def test_asking_where_one_stands_in_other_words(text):
     assert asks_standing(text)
 
 
 @pytest.mark.parametrize("text", ["I think of home", "I check the bolts on the shutters",
-                                  "Do the wardens patrol at night?"])
+                                  "Do the wardens patrol at night?",
+                                  "what does the union rep want?",
+                                  "How is the Guild's relationship with the wardens?",
+                                  "Tell me where the ferry stands"])
 def test_not_every_question_asks_where_one_stands(text):
     assert not asks_standing(text)
 

@@ -1735,7 +1735,7 @@ _ATTITUDE = frozenset(
     "offend offended impressed disappointed remember remembers owe owes".split())
 _ME = frozenset("me us my our myself ourselves".split())
 _QUESTION_START = frozenset("how does do did is are was were what where will would has have "
-                            "can could who which am".split())
+                            "can could who which am whats hows wheres".split())
 
 
 def about_standing(text: str) -> bool:
@@ -1748,16 +1748,23 @@ def about_standing(text: str) -> bool:
                                                           "seem", "seems", "feel", "feels"))]
     me = any(w in _ME for w in words)
     return (bool(feeling) and (me or "reputation" in words or "standing" in words)) or (
-        me and bool(_STANDING_IDIOMS.search(text)))
+        me and bool(_STANDING_IDIOMS.search(text))) or bool(_STANDING_NOUN.search(text))
 
 
 # Ways of asking where one stands without a word of feeling.
 _STANDING_IDIOMS = re.compile(
     r"\b(?:make of|out to get|out for|good books|bad books|good graces|in for (?:me|us)|"
-    r"on (?:my|our) side|count on|rely on|think of|side with|stand with|where (?:do|does) "
-    r"(?:i|we) stand|against (?:me|us)|toward (?:me|us)|towards (?:me|us)|warm(?:ed)? to|"
+    r"on (?:my|our) side|count on|rely on|think of|thought of|side with|stand with|"
+    r"where (?:(?:do|does) )?(?:i|we) stand|against (?:me|us)|toward (?:me|us)|towards (?:me|us)|warm(?:ed)? to|"
     r"cold to|hold (?:it )?against|still mad|still sore)\b", re.I)
-# Asking without a question mark: "check my reputation with the wardens".
+# Where the player stands, named as a thing: "my rep with the tithe wardens", "how much
+# goodwill do I have left with the church", "relationship with Kaito".
+_STANDING_NOUN = re.compile(
+    r"\b(?:(?:my|our) (?:rep|reputation|standing|goodwill|relationship|relations)"
+    r"|(?:rep|reputation|standing|goodwill) (?:with|among|in)"
+    r"|goodwill (?:do|does) (?:i|we))\b", re.I)
+# Asking without a question mark: "check my reputation with the wardens", "tell me
+# where I stand with Helix".
 _ASK_VERBS = frozenset("check show tell see look review consult".split())
 
 
@@ -1766,7 +1773,8 @@ def asks_standing(text: str) -> bool:
     words = _words(text)
     question = text.rstrip().endswith("?") or (bool(words) and words[0] in _QUESTION_START)
     request = bool(words) and words[0] in _ASK_VERBS and (
-        "reputation" in words or "standing" in words or "opinion" in words)
+        "reputation" in words or "standing" in words or "opinion" in words
+        or bool(_STANDING_NOUN.search(text) or _STANDING_IDIOMS.search(text)))
     return (question or request) and (about_standing(text) or (
         "i" in words and bool(_STANDING_IDIOMS.search(text))))  # "am I in her good books?"
 
