@@ -52,7 +52,7 @@ from narratoria.runtime.turn.events import Emit, TurnEventKind
 from narratoria.runtime.turn.queueing import QUEUE_POLL_S, QueueWatch
 from narratoria.runtime.turn.registry import POLL_WAIT_S, Turn, TurnRegistry
 from narratoria.runtime.turn.scene import SceneInput, SceneServices, run_scene, scene_summary
-from narratoria.runtime.turn.scene_world import campaign_world, opening_text, scene_facts
+from narratoria.runtime.turn.scene_world import campaign_world, going_to, opening_text, scene_facts
 
 log = logging.getLogger(__name__)
 
@@ -139,15 +139,23 @@ class _RemoteNarrator:
     again); ``choices`` hands them over, or asks when there are none."""
 
     def __init__(self, actor: Any, facts: SceneFacts | None = None,
-                 queue: _QueueShown | None = None) -> None:
+                 queue: _QueueShown | None = None,
+                 going: tuple[str, SceneFacts] | None = None) -> None:
         self.actor = actor
         self.facts = facts  # what the menu may name (scene_world.py); None: the story's words
         self.queue = queue
+        self.going = going  # where the action may take the player, and the menu's world there
         self._menu: tuple[NarrationContext, list[str]] | None = None
 
+    def _facts(self, context: NarrationContext) -> SceneFacts | None:
+        """The menu's world: the place the turn took the player to, else this scene's."""
+        if self.going is not None and context.moved_to == self.going[0]:
+            return self.going[1]
+        return self.facts
+
     async def narrate(self, context: NarrationContext) -> AsyncIterator[str]:
-        stream = self.actor.narrate.options(num_returns="streaming").remote(context, True,
-                                                                            self.facts)
+        stream = self.actor.narrate.options(num_returns="streaming").remote(
+            context, True, self._facts(context))
         # Watched the whole stream: its first pieces can come before the model takes it
         # (the player's words retold), and its candidates may queue one after another.
         async with self.queue.waiting() if self.queue else contextlib.nullcontext():
@@ -162,7 +170,7 @@ class _RemoteNarrator:
         if self._menu is not None and self._menu[0] is context:
             return self._menu[1]
         async with self.queue.waiting() if self.queue else contextlib.nullcontext():
-            return await self.actor.choices.remote(context, narration, self.facts)
+            return await self.actor.choices.remote(context, narration, self._facts(context))
 
 
 class _RemoteMemory:
@@ -355,14 +363,17 @@ class CoordinatorActor:
         campaign = await self._campaign(session.campaign)
         guidance = (campaign.guidance(session.turns + 1, state, said)
                     if campaign is not None else None)
+        menu, going = await self._scene_facts(campaign, state, guidance,
+                                              [said, session.last_narration])
         # The campaign's rules and names are read on first use (the files: off the loop).
         scene = scene_input(session, said, opened, state, available=available,
                             campaign=campaign, guidance=guidance,
                             canon=await self._canon(campaign),
                             entities=await self._entities(campaign, session),
-                            execute_only=execute_only)
-        menu = await self._scene_facts(campaign, state, guidance, [said, session.last_narration])
-        turn.task = asyncio.create_task(self._run(turn, scene, opened.moment_id, plan, menu))
+                            execute_only=execute_only,
+                            destination=going[0] if going is not None else "")
+        turn.task = asyncio.create_task(self._run(turn, scene, opened.moment_id, plan, menu,
+                                                  going))
         return turn.id
 
     async def _check_model_room(self) -> None:
@@ -376,23 +387,28 @@ class CoordinatorActor:
 
     @staticmethod
     async def _scene_facts(campaign: LoadedCampaign | None, state: SessionState, guidance: Any,
-                           story: list[str]) -> SceneFacts | None:
+                           story: list[str]
+                           ) -> tuple[SceneFacts | None, tuple[str, SceneFacts] | None]:
         """What the turn's menu may name: the campaign's people, places and items in
         this scene and the way toward its plot beat (scene_world.py), the tracker as
-        this scene's transition left it. None (the story's words alone) without a
-        campaign, or when the campaign cannot be read."""
+        this scene's transition left it; and, where the action (``story[0]``) takes the
+        player (movement.py), that place's id and what the menu may name there. None
+        (the story's words alone; nowhere to go) without a campaign, or when the
+        campaign cannot be read."""
         if campaign is None:
-            return None
+            return None, None
         # The tracker document itself: state_patch holds it as a replacing patch (nulls).
         tracker = guidance.tracker if guidance is not None and guidance.tracker else None
+        known: dict[str, Any] = {
+            "tracker": tracker if isinstance(tracker, dict) else None,
+            "triggered": guidance.triggered if guidance is not None else ()}
         try:
             world = await asyncio.to_thread(campaign_world, campaign)
-            return scene_facts(world, state.tree, story,
-                               tracker=tracker if isinstance(tracker, dict) else None,
-                               triggered=guidance.triggered if guidance is not None else ())
+            return (scene_facts(world, state.tree, story, **known),
+                    going_to(world, state.tree, story[0], **known))
         except Exception:  # noqa: BLE001
             log.warning("campaign %s: choices without its world", campaign.id, exc_info=True)
-            return None
+            return None, None
 
     async def _open_scene(self, session_id: str, scene: int, player_input: str) -> OpenScene:
         """The scene's moment, and what each NPC the input names knows at it. A failure
@@ -405,7 +421,8 @@ class CoordinatorActor:
             return OpenScene(None)
 
     async def _run(self, turn: Turn, scene: SceneInput, moment_id: str | None,
-                   plan: Plan | None = None, menu: SceneFacts | None = None) -> None:
+                   plan: Plan | None = None, menu: SceneFacts | None = None,
+                   going: tuple[str, SceneFacts] | None = None) -> None:
         async def save_turn(session_id: str, state: SessionState, narration: str,
                             choices: list[str], memory: MemoryEvent) -> None:
             # The scene's moment goes into the history (a branch point); the NPCs it
@@ -425,7 +442,7 @@ class CoordinatorActor:
         services = SceneServices(
             planner=planner,
             executor=_RemoteExecutor(self.supervisor, scene.session_id, scene.playthrough_id),
-            narrator=_RemoteNarrator(model, menu, queue), memory=_RemoteMemory(self.store),
+            narrator=_RemoteNarrator(model, menu, queue, going), memory=_RemoteMemory(self.store),
             save_turn=save_turn, fallback_planner=None if plan is not None else PatternPlanner(),
             analytics=self.analytics, generation_budget_s=self.generation_budget_s)
         try:

@@ -7,12 +7,14 @@ import json
 import shutil
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
 
 from conftest import TESTS
 from narratoria.clients.client import ClientError
+from narratoria.runtime.turn.resolution import engine_roll
 from skill_plans import run_plan
 from support.daemon import kinds, play
 
@@ -62,6 +64,41 @@ def test_an_item_handed_over_leaves_the_inventory_and_the_next_turn_knows(patter
                                                                           "boathook"}
 
 
+def test_going_somewhere_moves_the_player_and_the_next_scene_is_set_there(pattern_daemon):
+    with pattern_daemon.client() as client:
+        session = client.create_session(campaign="long_ebb")
+        events = play(client, session.id, text="Go to the Drowned Guildhall")
+        assert logs(events, "world") == ["moved to: Drowned Guildhall"]
+        assert state_of(client, session.id)["world"]["location"] == "drowned_guildhall"
+        # The menu is the Guildhall's, not the quay's: never the way to where one stands.
+        menu = [o for e in events if e.WhichOneof("event") == "choices" for o in e.choices.options]
+        assert menu and "Go to the Drowned Guildhall" not in menu, menu
+        # Staying (looking, asking about a place) moves no one, and the place holds.
+        looked = play(client, session.id, text="I look around and ask about the Bell Chapel")
+        assert not logs(looked, "world")
+        assert state_of(client, session.id)["world"]["location"] == "drowned_guildhall"
+        # A branch from scene 1 starts where scene 1 started: on the quay.
+        branch = client.branch(session.id, at_scene=1)
+        assert state_of(client, branch.id)["world"]["location"] == "brinehollow_quay"
+
+
+def test_a_failed_climb_toward_a_place_leaves_the_player_where_they_were(pattern_daemon):
+    with pattern_daemon.client() as client:
+        # The engine's roll is seeded by the session and the turn: a session whose first
+        # roll fails the climb (2d6 under 5 against the wall's 8).
+        for _ in range(60):
+            session = client.create_session(campaign="long_ebb")
+            if engine_roll(session.id, 1).dice < 5:
+                break
+        else:
+            pytest.fail("no session of 60 rolls under 5 on its first turn")
+        events = play(client, session.id, text="I try to climb down to the Undercourt")
+        [check] = [e.check for e in events if e.WhichOneof("event") == "check"]
+        assert check.outcome == "failure"
+        assert not logs(events, "world")
+        assert state_of(client, session.id)["world"]["location"] == "brinehollow_quay"
+
+
 def test_plot_beats_trigger_as_scenes_pass_and_are_saved_with_the_turn(pattern_daemon):
     with pattern_daemon.client() as client:
         session = client.create_session(campaign="long_ebb")
@@ -92,17 +129,20 @@ def test_a_stat_patch_is_clamped_into_the_campaigns_range(pattern_daemon):
 
 
 def test_a_campaign_folder_is_ingested_by_the_daemon_with_progress(pattern_daemon, tmp_path):
-    folder = Path(shutil.copytree(TINY, tmp_path / "tiny"))
+    # A campaign of its own (its id is its folder's name): the suite's shared daemon may
+    # have ingested the tiny campaign for another test already.
+    name = f"tiny_{uuid.uuid4().hex[:8]}"
+    folder = Path(shutil.copytree(TINY, tmp_path / name))
     with pattern_daemon.client() as client:
         first = list(client.ingest_campaign(str(folder)))
         assert first[0].phase == "files" and first[-1].phase == "complete"
         result = json.loads(first[-1].result_json)
-        assert result["campaignId"] == "tiny" and result["chunksEmbedded"] == result["textChunks"] > 0
+        assert result["campaignId"] == name and result["chunksEmbedded"] == result["textChunks"] > 0
         again = json.loads(list(client.ingest_campaign(str(folder)))[-1].result_json)
         assert again["chunksEmbedded"] == 0 and again["chunksReused"] == result["textChunks"]
         # Ingested from a path, the campaign is known by its id from then on.
-        session = client.create_session(campaign="tiny")
-        assert session.campaign == "tiny"
+        session = client.create_session(campaign=name)
+        assert session.campaign == name
         assert state_of(client, session.id)["player"]["stats"]["health"] == 100
 
 
@@ -125,6 +165,10 @@ def test_bad_campaigns_are_refused_with_every_problem_and_nothing_started(patter
 
 def test_cli_ingest_goes_through_the_running_daemon(pattern_daemon, tmp_path):
     folder = Path(shutil.copytree(REPO / "campaigns" / "ninth_milestone", tmp_path / "nm"))
+    # Its own id, so that there is something to embed whatever the shared daemon ingested.
+    manifest = folder / "campaign.yml"
+    name = f"nm_{uuid.uuid4().hex[:8]}"
+    manifest.write_text(manifest.read_text().replace("id: ninth_milestone", f"id: {name}", 1))
     env = {"NARRATORIA_ADDRESS": f"unix://{pattern_daemon.socket}", "PATH": "/usr/bin:/bin",
            "HOME": str(tmp_path)}
     out = subprocess.run([sys.executable, "-m", "narratoria.clients.cli", "campaigns", "ingest",
@@ -132,7 +176,7 @@ def test_cli_ingest_goes_through_the_running_daemon(pattern_daemon, tmp_path):
                          timeout=300)
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
-    assert (doc["via"], doc["campaignId"]) == ("daemon", "ninth_milestone")
+    assert (doc["via"], doc["campaignId"]) == ("daemon", name)
     assert "embedding" in out.stderr  # progress
 
 

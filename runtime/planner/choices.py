@@ -292,9 +292,19 @@ def world_menu(facts: SceneFacts, story: str, narration: str = "") -> dict[str, 
             groups["move"].append(f"Go to {target}")
         groups["look"].append(f"Look at {target}")
     groups["look"] += [f"Examine {item.name}" for item in facts.items]
+    # Never the way to where the player stands (a place's prose names the place itself).
+    groups["move"] = [line for line in groups["move"] if not _goes_here(line, facts.place)]
     # Never a way to chase someone the narration made up ("Look at the king").
     invented = invented_people(narration, known_names(facts, story))
     return {g: [c for c in lines if not names_anyone(c, invented)] for g, lines in groups.items()}
+
+
+def _goes_here(line: str, place: Thing | None) -> bool:
+    """Is ``line`` "Go to" the place ``place`` (by its name or an alias, "the" or not)?"""
+    if place is None or not line.startswith("Go to "):
+        return False
+    names = {n.lower().removeprefix("the ") for n in (place.name, *place.aliases)}
+    return line[len("Go to "):].lower().removeprefix("the ") in names
 
 
 def valid_line(line: str, earlier: Sequence[str], people: Iterable[str] = ()) -> bool:

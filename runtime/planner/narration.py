@@ -98,6 +98,9 @@ class NarrationContext:
     # taken (None: not known): the menu, built from the scene before the turn, offers
     # nothing given away in it.
     carried: Sequence[str] | None = None
+    # The place the action took the player to (runtime/turn/movement.py; "": stayed):
+    # the menu is then the new place's.
+    moved_to: str = ""
 
 
 def narration_messages(context: NarrationContext) -> list[dict[str, str]]:

@@ -52,11 +52,12 @@ def scene_input(session: SessionRecord, player_input: str, opened: OpenScene,
                 state: SessionState, *, available: tuple[SkillScript, ...] = (),
                 campaign: LoadedCampaign | None = None, guidance: SceneGuidance | None = None,
                 canon: Canon | None = None, entities: tuple[Any, ...] = (),
-                execute_only: bool = False) -> SceneInput:
+                execute_only: bool = False, destination: str = "") -> SceneInput:
     """The scene of the session's next turn. The beats' consequences (``guidance``) wait
     for the scene's narration: ``run_scene`` applies them with the beats' text, or keeps
     the beats due; ``canon`` names what is in the scene (the present NPCs, the people the
-    action and the last narration name)."""
+    action and the last narration name); ``destination``: the place the action goes to
+    (movement.py)."""
     names = (scene_names(canon, state.tree, [v.npc_id for v in opened.npcs],
                          [player_input, session.last_narration])
              if canon is not None else ())
@@ -76,4 +77,4 @@ def scene_input(session: SessionRecord, player_input: str, opened: OpenScene,
                       beat_deferred_patch=guidance.deferred_patch if guidance else {},
                       beat_sentences=guidance.sentences if guidance else (),
                       rules=campaign.rules if campaign is not None else Rules(),
-                      canon=canon, names=names, entities=entities)
+                      canon=canon, names=names, entities=entities, destination=destination)

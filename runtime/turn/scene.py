@@ -46,6 +46,7 @@ from narratoria.runtime.skillrun.plan import ExecutionResult, Plan, ToolError
 from narratoria.runtime.turn.analytics import AnalyticsLog
 from narratoria.runtime.turn.canon import Canon, NameRelay, correct, recased
 from narratoria.runtime.turn.handover import handed_over, handover_patch
+from narratoria.runtime.turn.movement import location_patch
 from narratoria.runtime.turn.events import STORING_PHASE, Emit, TurnEventKind
 from narratoria.runtime.turn.grounding import GroundingReport, facts_for_narration, report
 from narratoria.runtime.turn.history import History, bounded_history
@@ -133,6 +134,9 @@ class SceneInput:
     # The campaign's NPCs and factions and the session's cast (planner/deeds.Entity):
     # whom the planner can read a deed as done to, by the ids the skills store.
     entities: tuple[Any, ...] = ()
+    # The place the action goes to (movement.py), "" when it goes nowhere: the player is
+    # there after the scene unless its check fails.
+    destination: str = ""
 
 
 @dataclass
@@ -330,7 +334,6 @@ async def run_scene(services: SceneServices, scene: SceneInput, emit: Emit) -> S
         emit(TurnEventKind.LOG, {"level": "warning", "message": refused, "source": "state"})
 
     state = scene.state
-    context = NarrationContext(player_input=scene.player_input)
     told = "" if outcome.fallback else _skill_narration(outcome)
     if not outcome.fallback:
         assert outcome.result is not None
@@ -338,10 +341,15 @@ async def run_scene(services: SceneServices, scene: SceneInput, emit: Emit) -> S
     # The engine decides a risky action; a skill that told the turn itself, or a
     # skills-only turn, is not narrated by the engine and resolves nothing.
     check = None if (scene.execute_only or told) else _resolve(scene, outcome, state, emit)
-    if check is None or check.outcome != "failure":
+    done = check is None or check.outcome != "failure"
+    if done:
         _hand_over(scene, state, emit)
+    _settle_beats(emit, scene, state, narrated=not (outcome.fallback or told or scene.execute_only))
+    # After the beats: one that sets the scene somewhere sets where it starts, and the
+    # player's own going is what happens in it.
+    moved_to = _go(scene, state, emit) if done else ""
+    context = NarrationContext(player_input=scene.player_input, moved_to=moved_to)
     if outcome.fallback:
-        _settle_beats(emit, scene, state, narrated=False)
         emit(TurnEventKind.FALLBACK, {
             "attempts": len(outcome.attempts),
             "reason": (outcome.attempts[-1].error or outcome.attempts[-1].outcome)
@@ -350,17 +358,14 @@ async def run_scene(services: SceneServices, scene: SceneInput, emit: Emit) -> S
         emit(TurnEventKind.NARRATION, {"text": narration})
     elif told:
         # A storyteller skill in the plan narrated the turn: its prose is the narration.
-        _settle_beats(emit, scene, state, narrated=False)
         narration = told
         emit(TurnEventKind.NARRATION, {"text": narration})
     elif scene.execute_only:
         assert outcome.result is not None and outcome.plan is not None
-        _settle_beats(emit, scene, state, narrated=False)
         narration = outcome.plan.narrative or success_narration(outcome.plan, outcome.result)
         emit(TurnEventKind.NARRATION, {"text": narration})
     else:
         assert outcome.result is not None
-        _settle_beats(emit, scene, state, narrated=True)
         emit(TurnEventKind.PHASE, {"phase": "NARRATING", "attempt": len(outcome.attempts)})
         since = time.monotonic()
         facts = facts_for_narration(scene.facts) if scene.facts else None
@@ -376,10 +381,11 @@ async def run_scene(services: SceneServices, scene: SceneInput, emit: Emit) -> S
             npc_perception={v.name: v.perception for v in scene.npcs if v.perception is not None},
             player_stats=player_stats(state), guidance=scene.guidance,
             lead=_lead(scene, check, state, beats=True, answer=_answer(scene, outcome)),
-            outcome=check.outcome if check is not None else "", names=scene.names,
+            outcome=check.outcome if check is not None else "",
+            names=_names_after(scene, moved_to),
             rating=canon.rating if canon is not None else "",
             forbid_new_names=canon.forbid_new_names if canon is not None else False,
-            session=scene.session_id, carried=tuple(carried(state.tree)))
+            session=scene.session_id, carried=tuple(carried(state.tree)), moved_to=moved_to)
         relay = NameRelay(canon, _allowed_names(scene, state)) if canon is not None else None
         narration = await _narrate(services.narrator, context, emit, relay)
         if relay is not None:
@@ -468,6 +474,29 @@ def _hand_over(scene: SceneInput, state: SessionState, emit: Emit) -> None:
     message = f"handed over: {', '.join(items)}"
     emit(TurnEventKind.LOG, {"level": "info", "message": message, "source": "items"})
     log.info("session %s scene %d: %s", scene.session_id, scene.turn_number, message)
+
+
+def _go(scene: SceneInput, state: SessionState, emit: Emit) -> str:
+    """The player is where the action went (movement.py): the place's id, or ""."""
+    if not scene.destination:
+        return ""
+    try:
+        state.apply_patch(location_patch(scene.destination, state.tree))
+    except (ValueError, TypeError) as exc:  # a cap refused it: the story goes on
+        log.warning("session %s scene %d: the move was not saved: %s",
+                    scene.session_id, scene.turn_number, exc)
+        return ""
+    name = scene.canon.name_of(scene.destination) if scene.canon is not None else None
+    message = f"moved to: {name or scene.destination}"
+    emit(TurnEventKind.LOG, {"level": "info", "message": message, "source": "world"})
+    log.info("session %s scene %d: %s", scene.session_id, scene.turn_number, message)
+    return scene.destination
+
+
+def _names_after(scene: SceneInput, moved_to: str) -> tuple[str, ...]:
+    """The scene's canonical names, with the place the player went to."""
+    name = scene.canon.name_of(moved_to) if moved_to and scene.canon is not None else None
+    return tuple(dict.fromkeys((*scene.names, *([name] if name else []))))
 
 
 def _plan_roll(outcome: TurnOutcome) -> Roll | None:

@@ -41,6 +41,7 @@ from narratoria.runtime.campaign.problems import CampaignError
 from narratoria.runtime.planner.choices import SceneFacts, Thing
 from narratoria.runtime.planner.narration_eval import campaign_facts
 from narratoria.runtime.planner.narration_scores import EntityLexicon
+from narratoria.runtime.turn.movement import destination, moved_state
 
 if TYPE_CHECKING:
     from narratoria.runtime.campaign.loaded import LoadedCampaign
@@ -187,6 +188,19 @@ def scene_facts(world: CampaignWorld, state: Mapping[str, Any], story: Sequence[
         items=tuple(world.items[i] for i in carried(state) if i in world.items),
         beat=beat_lines(world, beat, place, present) if beat is not None else (),
         hidden_stats=world.hidden_stats)
+
+
+def going_to(world: CampaignWorld, state: Mapping[str, Any], action: str, *,
+             tracker: Mapping[str, Any] | None = None,
+             triggered: Sequence[str] = ()) -> tuple[str, SceneFacts] | None:
+    """Where ``action`` takes the player (movement.py), and what the menu may name there
+    (:func:`scene_facts` of the state moved, the action its story); None: nowhere."""
+    here = _place_of(world, state)
+    place = destination(action, world.places, world.lexicon, here.id if here else None)
+    if place is None:
+        return None
+    return place, scene_facts(world, moved_state(state, place), [action], tracker=tracker,
+                              triggered=triggered)
 
 
 def current_beat(world: CampaignWorld, tracker: BeatTracker) -> Beat | None:
@@ -450,4 +464,4 @@ def _get(tree: Mapping[str, Any], path: str) -> Any:
 
 
 __all__ = ["CampaignWorld", "Person", "Place", "beat_lines", "campaign_world", "current_beat",
-           "opening_text", "read_world", "scene_facts"]
+           "going_to", "opening_text", "read_world", "scene_facts"]
