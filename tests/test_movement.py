@@ -10,7 +10,7 @@ from narratoria.runtime.campaign.loaded import load_campaign
 from narratoria.actors.coordinator import _RemoteNarrator
 from narratoria.runtime.planner.choices import SceneFacts, Thing, world_menu
 from narratoria.runtime.planner.narration import NarrationContext
-from narratoria.runtime.turn.movement import destination, here_of, location_patch
+from narratoria.runtime.turn.movement import destination, location_patch, moved_state
 from narratoria.runtime.turn.scene_world import campaign_world, going_to, scene_facts
 
 CAMPAIGNS = TESTS.parent / "campaigns"
@@ -57,9 +57,10 @@ def test_looking_asking_and_staying_go_nowhere(ebb, text):
 def test_the_patch_sets_the_location_where_the_state_keeps_it(ebb):
     campaign, world = ebb
     state = campaign.initial_state()
-    assert here_of(state) == "brinehollow_quay"
-    moved = {**state, **location_patch("drowned_guildhall", state)}
-    assert here_of(moved) == "drowned_guildhall"
+    assert location_patch("drowned_guildhall", state) == {"world": {"location": "drowned_guildhall"}}
+    moved = moved_state(state, "drowned_guildhall")
+    assert moved["world"] == {**state["world"], "location": "drowned_guildhall"}
+    assert state["world"]["location"] == "brinehollow_quay"  # a copy: the state is untouched
     # and the next scene is set there: its exits, its people
     facts = scene_facts(world, moved, ["I look around"])
     assert facts.place.name == "the Drowned Guildhall"

@@ -1755,8 +1755,9 @@ def about_standing(text: str) -> bool:
 _STANDING_IDIOMS = re.compile(
     r"\b(?:make of|out to get|out for|good books|bad books|good graces|in for (?:me|us)|"
     r"on (?:my|our) side|count on|rely on|think of|thought of|side with|stand with|"
-    r"where (?:(?:do|does) )?(?:i|we) stand|against (?:me|us)|toward (?:me|us)|towards (?:me|us)|warm(?:ed)? to|"
-    r"cold to|hold (?:it )?against|still mad|still sore)\b", re.I)
+    r"where (?:(?:do|does) )?(?:i|we) stand|against (?:me|us)|toward (?:me|us)|"
+    r"towards (?:me|us)|warm(?:ed)? to|cold to|hold (?:it )?against|still mad|still sore)\b",
+    re.I)
 # Where the player stands, named as a thing: "my rep with the tithe wardens", "how much
 # goodwill do I have left with the church", "relationship with Kaito".
 _STANDING_NOUN = re.compile(

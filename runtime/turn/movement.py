@@ -11,8 +11,9 @@ Invariants:
 - Only a deed of going moves the player: its verb (:data:`_GOING`) opens the deed
   (:func:`~narratoria.runtime.turn.second_person.deed_phrase`: "I try to sneak into the
   Undercourt" is "sneak into the Undercourt") or a clause of it after "and" or "then",
-  and the place comes after it with only words of direction between ("go back down to", "head over to", "enter"). Looking at a
-  place, asking about it, or walking away from it moves no one.
+  and the place comes after it with only words of direction between ("go back down
+  to", "head over to", "enter"). Looking at a place, asking about it, or walking away
+  from it moves no one.
 - Only a place of the campaign (a location or world file), named by its name or an
   alias, and not the place the player is already at. The first such place is where the
   player goes ("go to the quay and then the chapel" stops at the quay).
@@ -87,12 +88,4 @@ def moved_state(state: Mapping[str, Any], place: str) -> dict[str, Any]:
     return {**state, "world": {**(world if isinstance(world, Mapping) else {}), **patch["world"]}}
 
 
-def here_of(state: Mapping[str, Any]) -> str | None:
-    """The place id the state puts the player at, if any."""
-    world = state.get("world")
-    location = world.get("location") if isinstance(world, Mapping) else None
-    location = location or state.get("location")
-    return location if isinstance(location, str) and location else None
-
-
-__all__: Sequence[str] = ["destination", "here_of", "location_patch", "moved_state"]
+__all__: Sequence[str] = ["destination", "location_patch", "moved_state"]
