@@ -35,6 +35,7 @@ def going(world, text: str, here: str | None = "brinehollow_quay") -> str | None
     ("Return to the Bell Chapel", "bell_chapel"),
     ("I make my way over to the Drowned Guildhall", "drowned_guildhall"),
     ("enter the Drowned Guildhall", "drowned_guildhall"),
+    ("go" + " " * 60 + "back   to  the Bell Chapel", "bell_chapel"),  # spaces as typed
 ])
 def test_a_deed_of_going_names_where_the_player_goes(ebb, text, place):
     assert going(ebb[1], text) == place

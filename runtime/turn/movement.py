@@ -62,8 +62,9 @@ def destination(action: str, places: Mapping[str, Any], lexicon: Any,
     for mention in lexicon.find(phrase):
         if mention.start < verb.end() or mention.entity not in places:
             continue
-        if not _TOWARD.match(phrase[verb.end():mention.start]) \
-                or phrase[mention.end:mention.end + 2] in ("'s", "’s"):
+        # (runs of spaces as one: the pattern's optional spaces must not backtrack)
+        between = f" {' '.join(phrase[verb.end():mention.start].split())} "
+        if not _TOWARD.match(between) or phrase[mention.end:mention.end + 2] in ("'s", "’s"):
             return None  # "walk away from the quay", "go past the chapel", "run the hall's books"
         return mention.entity if mention.entity != here else None
     return None
