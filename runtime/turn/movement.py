@@ -38,8 +38,8 @@ _GOING = re.compile(
     r"crosses|reach|reaches|duck|ducks|follow (?:the \w+(?: \w+)?|\w+)|lead \w+)\b",
     re.IGNORECASE)
 # Where a deed of going may open: the phrase's start, or a clause after "and", "then" or
-# a comma ("take the lantern and go to the chapel").
-_CLAUSE_START = re.compile(r"(?:^|(?:\band|\bthen|,|;)\s*)$", re.IGNORECASE)
+# a comma ("take the lantern and go to the chapel"), read in the few characters before.
+_CLAUSE_END = re.compile(r"(?:\band|\bthen|[,;]) ?$", re.IGNORECASE)
 # What may stand between the verb and the place: where to, never from where.
 _TOWARD = re.compile(
     r"^(?:\s*(?:back|up|down|over|across|out|on|off|along|ahead|inside|in|straight|"
@@ -54,17 +54,17 @@ def destination(action: str, places: Mapping[str, Any], lexicon: Any,
     """The id of the place ``action`` goes to (module doc), or None. ``places``: the
     campaign's places by id; ``lexicon``: its names (``find(text)`` -> mentions);
     ``here``: the place the player is at."""
-    phrase = deed_phrase(action) or action.strip()  # "go back down to the undercourt"
-    verb = next((m for m in _GOING.finditer(phrase)
-                 if _CLAUSE_START.search(phrase[:m.start()])), None)
+    # (runs of spaces as one: the patterns' optional spaces must not backtrack over them)
+    phrase = " ".join((deed_phrase(action) or action).split())  # or "go back down to ..."
+    verb = next((m for m in _GOING.finditer(phrase) if m.start() == 0
+                 or _CLAUSE_END.search(phrase[max(0, m.start() - 6):m.start()])), None)
     if verb is None:
         return None
     for mention in lexicon.find(phrase):
         if mention.start < verb.end() or mention.entity not in places:
             continue
-        # (runs of spaces as one: the pattern's optional spaces must not backtrack)
-        between = f" {' '.join(phrase[verb.end():mention.start].split())} "
-        if not _TOWARD.match(between) or phrase[mention.end:mention.end + 2] in ("'s", "’s"):
+        if not _TOWARD.match(phrase[verb.end():mention.start]) \
+                or phrase[mention.end:mention.end + 2] in ("'s", "’s"):
             return None  # "walk away from the quay", "go past the chapel", "run the hall's books"
         return mention.entity if mention.entity != here else None
     return None

@@ -344,7 +344,8 @@ async def run_scene(services: SceneServices, scene: SceneInput, emit: Emit) -> S
     done = check is None or check.outcome != "failure"
     if done:
         _hand_over(scene, state, emit)
-    _settle_beats(emit, scene, state, narrated=not (outcome.fallback or told or scene.execute_only))
+    narrated = not (outcome.fallback or told or scene.execute_only)
+    _settle_beats(emit, scene, state, narrated=narrated)
     # After the beats: one that sets the scene somewhere sets where it starts, and the
     # player's own going is what happens in it.
     moved_to = _go(scene, state, emit) if done else ""
