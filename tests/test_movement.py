@@ -11,7 +11,7 @@ from narratoria.actors.coordinator import _RemoteNarrator
 from narratoria.runtime.planner.choices import SceneFacts, Thing, world_menu
 from narratoria.runtime.planner.narration import NarrationContext
 from narratoria.runtime.turn.movement import destination, location_patch, moved_state
-from narratoria.runtime.turn.scene_world import campaign_world, going_to, scene_facts
+from narratoria.runtime.turn.scene_world import _features, campaign_world, going_to, scene_facts
 
 CAMPAIGNS = TESTS.parent / "campaigns"
 
@@ -94,3 +94,22 @@ def test_the_narrator_writes_the_menu_of_where_the_turn_left_the_player():
     assert narrator._facts(NarrationContext("Go to the Bell Chapel", moved_to="bell_chapel")) is there
     assert narrator._facts(NarrationContext("Go to the Bell Chapel")) is stay  # the check failed
     assert _RemoteNarrator(None, stay)._facts(NarrationContext("I wait")) is stay
+
+
+def test_a_places_features_are_neither_its_own_name_nor_someone_else(ebb):
+    """A menu offers "Go to" a proper feature: never "Go to Chapel" in the Bell Chapel, nor
+    "Go to the Bellkeepers" (a faction its tags name), nor "Go to Guildhall" from the
+    Undercourt (the Drowned Guildhall is a place of its own, reached by its exit)."""
+    _, world = ebb
+    features = {pid: [f.name for f in place.features] for pid, place in world.places.items()}
+    assert features["bell_chapel"] == ["the tide bell", "the Roll of Names", "Gull Hill"]
+    assert "the Guildhall" not in features["drowned_guildhall"]
+    assert features["undercourt"] == ["the quickmud"]
+    assert features["brinehollow_quay"] == ["the quay", "the harbour", "Lantern Street",
+                                            "the Gaff and Lantern"]
+
+
+def test_a_feature_written_across_lines_is_named_on_one():
+    body = "Eels hang in the drying\nsheds, and the north bank is mud."
+    assert [f.name for f in _features(["drying_sheds"], body)] == ["the drying sheds"]
+

@@ -133,7 +133,7 @@ def read_world(campaign: LoadedCampaign) -> CampaignWorld:
             places[entity.id] = Place(
                 entity.id, Thing(_place_name(entity.name, body), "place", _aliases(entity)),
                 exits=tuple(str(x) for x in _list(fm.get("connects_to"))),
-                features=_features(fm.get("tags"), body),
+                features=_features(fm.get("tags"), body, lexicon, entity.name or entity.id),
                 mentions=tuple(dict.fromkeys(m.entity for m in lexicon.find(body))),
                 setting=entity.kind == "world", paragraphs=paragraphs)
         elif entity.kind in PEOPLE_KINDS:
@@ -336,9 +336,14 @@ def _place_name(name: str, body: str) -> str:
     return f"the {name}"
 
 
-def _features(tags: Any, body: str) -> tuple[Thing, ...]:
+def _features(tags: Any, body: str, lexicon: EntityLexicon | None = None,
+              own: str = "") -> tuple[Thing, ...]:
     """The place's tags its own prose names, as it names them: "the harbour", "the Gaff
-    and Lantern", "Lantern Street" (a capitalised one is a proper name)."""
+    and Lantern", "Lantern Street" (a capitalised one is a proper name). Not a tag that
+    is the place's own name or a part of it ("Chapel" of the Bell Chapel), nor one that
+    names an entity of the campaign (the Bellkeepers, the Heartglass, another place):
+    a menu would offer to go to it."""
+    own_words = set(own.lower().replace("_", " ").split()) - {"the"}
     out: list[Thing] = []
     for tag in _list(tags):
         words = str(tag).replace("_", " ").replace("-", " ").split()
@@ -350,11 +355,15 @@ def _features(tags: Any, body: str) -> tuple[Thing, ...]:
             continue
         lower = next((m for m in found if m.group(0) == m.group(0).lower()), None)
         if lower is not None:
-            out.append(Thing(f"the {lower.group(0)}", "feature"))
+            out.append(Thing(f"the {' '.join(lower.group(0).split())}", "feature"))
             continue
         m = found[0]
         written = " ".join(m.group(0).split())
         if not written[:1].isupper():
+            continue
+        if set(written.lower().split()) <= own_words or (
+                lexicon is not None and any(n.start == 0 and n.end == len(written)
+                                            for n in lexicon.find(written))):
             continue
         before = body[max(0, m.start() - 4):m.start()].lower()
         if body[max(0, m.start() - 1):m.start()].isalpha():
