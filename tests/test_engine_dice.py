@@ -84,3 +84,27 @@ def test_a_courteous_deed_is_never_rolled_for(routed, every, text):
 def test_a_courteous_deed_at_stake_still_rolls(routed, every, text):
     [tool_input] = rolls(routed, every, text, "long_ebb")
     assert tool_input["formula"] == "2d6"
+
+
+def default_offered(every) -> tuple:
+    """The skills a fresh install offers a player (each skill's ``defaultEnabled``)."""
+    return tuple(s for s in every if s.skill in ("dice-roller", "npc-perception", "reputation"))
+
+
+@pytest.mark.parametrize("text", [
+    "Use the tide lantern",          # a menu's line: rolled (and could fail) before
+    "Use the brass gas key",         # seen on a held-out campaign
+    "Hold the boathook ready",
+    "I use my lockpick",
+])
+def test_a_thing_used_and_nothing_more_is_never_rolled_for(routed, every, text):
+    assert rolls(routed, default_offered(every), text, "long_ebb") == []
+
+
+@pytest.mark.parametrize("text", [
+    "I use the rope to climb down the sea wall",
+    "Use the boathook and roll for it",
+])
+def test_a_thing_used_toward_a_risk_still_rolls(routed, every, text):
+    [tool_input] = rolls(routed, default_offered(every), text, "long_ebb")
+    assert tool_input["formula"] == "2d6"

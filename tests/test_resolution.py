@@ -61,6 +61,8 @@ SPOKEN = [
     '"Let me through," I tell the warden',
     'I whisper "roll for it" to Tamsin',
     "I shout to Wick that he should leap the gap",
+    "Tamsin, tip the oil into the lamp now, quickly!",   # words to someone by name
+    "Captain Corran Hale, climb up and hold the line",
 ]
 SAFE = [
     "I ask Odile Venn what the Heartglass looks like",
@@ -106,6 +108,22 @@ def test_words_alone_are_never_rolled_for(action):
 def test_a_deed_told_after_the_words_is_still_risky(action, kind, phrase):
     deed = classify(action)
     assert not spoken(action) and deed is not None and (deed.kind, deed.phrase) == (kind, phrase)
+
+
+@pytest.mark.parametrize("action,kind,phrase", [
+    # Something put before the player's own clause: seen on a held-out campaign, "when the
+    # valet grabs for the prompt book i shove him back…" was quoted as the player's words
+    # and never rolled; "After dark I climb" was told "You after dark you climb".
+    ("when the valet grabs for the ledger i shove him back against the wall", "fight",
+     "shove him back against the wall"),
+    ("As the warden turns, I slip past him", "sneak", "slip past him"),
+    ("After dark I climb the sea wall", "athletics", "climb the sea wall"),
+    ("Carefully, I climb down the ladder", "athletics", "climb down the ladder"),
+    ("climb the slick sea wall", "athletics", "climb the slick sea wall"),  # typed lower case
+])
+def test_a_deed_after_a_clause_put_before_it_is_still_risky(action, kind, phrase):
+    deed = classify(action)
+    assert deed is not None and (deed.kind, deed.phrase) == (kind, phrase), deed
 
 
 def test_the_deed_phrase_drops_the_attempt_and_the_dice_request():

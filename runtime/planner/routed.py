@@ -150,7 +150,7 @@ def decide(request: PlanRequest, routing: Routing, deeds: list[Deed], refs: set[
     or that the fitted reading, ``unsure``, finds neither a deed nor a question: talk
     of a deed not done). The dice go where only words are said, or only a courteous
     deed is done."""
-    unrolled = spoken(request.player_input) or (
+    unrolled = spoken(request.player_input) or plain_use(request.player_input) or (
         bool(deeds) and all(d.event in COURTEOUS for d in deeds)
         and not asks_roll(request.player_input) and not _AT_STAKE.search(request.player_input))
     chosen = [s for s in routing.chosen
@@ -186,6 +186,25 @@ DICE, ROLL = "dice-roller", "dice-roller/roll-dice"
 CHECK_FORMULA = f"{CHECK_DICE[0]}d{CHECK_DICE[1]}"  # the engine's check dice
 # A deed's words ("rumours", "a story about where the salvage went") sound like memory's
 # phrases; a deed turn recalls or stores only when the player says so.
+# A thing used, read or looked at, and nothing more: the menu's own item and look lines
+# ("Use the tide lantern", "Search the stage"), typed or chosen. The router sent "Use the
+# brass gas key" to the dice when only the default skills were offered, and the check
+# could fail the player's lantern. A thing used on or toward something ("… on the
+# lock", "… to climb down") is the router's to judge.
+_PLAIN_USE = re.compile(r"^\s*(?:i\s+)?(?:use|light|ring|read|eat|drink from|examine|search|"
+                        r"look (?:at|around|for)|hold)\s+(?:the|my|your|a|an)\s+"
+                        r"([\w'’ -]{1,60}?)\s*[.!]?\s*$", re.I)
+_LINKS = frozenset("on onto to toward towards at against into with and then while before "
+                   "across over under through past off".split())
+
+
+def plain_use(text: str) -> bool:
+    """Is ``text`` a thing used, read or looked at, and nothing more (``_PLAIN_USE``)?"""
+    found = _PLAIN_USE.match(" ".join(text.split()))
+    words = found.group(1).lower().split() if found else []
+    return 0 < len(words) <= 4 and not _LINKS.intersection(words)
+
+
 _MEMORY_WORDS = re.compile(r"\b(?:remember\w*|recall\w*|memor\w*|notes?|noted|store|forget\w*|"
                            r"forgot|remind\w*|journal|write (?:it|this|that) down)\b", re.I)
 

@@ -159,7 +159,7 @@ class Deed:
 def classify(action: str) -> Deed | None:
     """The risky deed ``action`` is, or None when it is not risky (module doc)."""
     text = " ".join(action.split())
-    if _SPEECH.match(text) or text[:1] in "\"“":
+    if _words_first(text):
         act = _act_after_words(text)
         if act is None:  # words alone: never rolled for
             return None
@@ -198,13 +198,33 @@ _NEXT_ACT = re.compile(r",?\s+(?:and\s+)?then\s+|[.;!?]\s+|,?\s+and\s+", re.IGNO
 _REPORTED = re.compile(r"\b(?:that|whether|if|how|what|why|where|when|who)\b", re.IGNORECASE)
 
 
+# Words said to someone by name: "Agatha, tip the cask out now!", "Captain Hale, hold
+# fast". Not a clause put first ("Carefully, I climb") nor the player's deed after the
+# name ("Odile, I give you the ledger").
+_ADDRESSED = re.compile(r"^(?:[A-Z][\w'’-]*\s+){0,3}[A-Z][\w'’-]*,(?!\s*(?:[Ii]|[Ww]e)\b)")
+_NOT_A_NAME = frozenset("""when whenever as once while after before if until since though
+although unless because then so and but now still again finally first next suddenly
+meanwhile instead carefully quietly slowly quickly yes no okay ok well oh look listen
+""".split())
+
+
+def _words_first(text: str) -> bool:
+    """Does ``text`` open with words said (a verb of saying, a quotation, a name
+    addressed)?"""
+    if _SPEECH.match(text) or text[:1] in "\"“":
+        return True
+    first = text.split(",", 1)[0].split()[:1]
+    return bool(_ADDRESSED.match(text) and first
+                and first[0].lower() not in _NOT_A_NAME and not first[0].lower().endswith("ly"))
+
+
 def spoken(action: str) -> bool:
     """Whether ``action`` only says something (``I say "…"``, ``I tell X that …``,
-    ``I ask …``, or a bare quotation): words to someone are never rolled for. An act
-    told after the words ("…, then I leap the gap", "… and roll to persuade him") is
-    not words alone."""
+    ``I ask …``, a bare quotation, or words to someone by name, "Agatha, tip the cask
+    out!"): words to someone are never rolled for. An act told after the words ("…,
+    then I leap the gap", "… and roll to persuade him") is not words alone."""
     text = " ".join(action.split())
-    if not (_SPEECH.match(text) or text[:1] in "\"“"):
+    if not _words_first(text):
         return False
     return _act_after_words(text) is None
 

@@ -7,8 +7,10 @@ story tells it, so the rewrite lives here, once, deterministic and pure.
 
 Invariants:
 
-- Only the player's own first person changes (I, me, my, mine, myself, I'm, am, was);
-  quoted speech stays as the player wrote it ("I say "I am ready"" keeps the quote).
+- Only the player's own first person changes (I, me, my, mine, myself, I'm, am, was,
+  and the plural: "how long we have" is "how long you have", "our salt" "your salt",
+  the "you" of a party); quoted speech stays as the player wrote it ("I say "I am
+  ready"" keeps the quote).
 - What cannot be rewritten honestly returns None rather than a guess: a question
   ("Can I climb it?"), words addressed to someone ("Wick, show me the path"), an
   empty line. Callers then use a sentence of their own.
@@ -39,8 +41,13 @@ _QUESTION_START = frozenset({"what", "why", "how", "where", "when", "who", "whom
 # First person -> second person, word by word (outside quotes).
 _SWAP = {"i": "you", "me": "you", "my": "your", "mine": "yours", "myself": "yourself",
          "i'm": "you're", "i've": "you've", "i'll": "you'll", "i'd": "you'd",
-         "i’m": "you’re", "i’ve": "you’ve", "i’ll": "you’ll", "i’d": "you’d"}
+         "i’m": "you’re", "i’ve": "you’ve", "i’ll": "you’ll", "i’d": "you’d",
+         "we": "you", "us": "you", "our": "your", "ours": "yours", "ourselves": "yourselves",
+         "we're": "you're", "we've": "you've", "we'll": "you'll", "we'd": "you'd",
+         "we’re": "you’re", "we’ve": "you’ve", "we’ll": "you’ll", "we’d": "you’d"}
 _WORD = re.compile(r"[A-Za-z][A-Za-z'’]*")
+# The player (or the party) as a line's subject: "I climb", "We ride out at dawn".
+_OPENERS = frozenset(w for w in _SWAP if w.split("'")[0].split("’")[0] in ("i", "we"))
 # What a player puts before the deed itself: "I try to", "I roll 2d6 to", "I carefully".
 _ATTEMPT = re.compile(
     r"^(?:(?:try|tries|attempt|attempts|want|wants|mean|means|decide|decides|set out|"
@@ -57,6 +64,44 @@ _ROLL_TAIL = re.compile(r"(?:(?:,\s*|\s+and\s+|\s+then\s+)(?:and\s+)?(?:roll|rol
                         r"[.;!]\s*(?:roll|let the dice)\b.*)$", re.IGNORECASE)
 
 
+# Words that open a clause or phrase put before the player's own ("When the valet
+# grabs the book, I shove him back", "At dawn we ride out", "Carefully, I climb").
+_FRONTING = frozenset("""
+when whenever as once while after before if until since though although unless because
+at in on by with without during from behind beneath under inside outside across through
+tonight today tomorrow later now then meanwhile suddenly finally first next so and but
+still again instead here there the moment
+""".split())
+# Fronting words read as their own beat: "Then you climb", not "Then, you climb".
+_RUN_ON = frozenset("then so and but now still again finally first next suddenly meanwhile "
+                    "instead".split())
+_PLAYER_AFTER_COMMA = re.compile(r",\s*(?:i|we)\s+(?=[a-z])", re.IGNORECASE)
+_PLAYER_AFTER_SPACE = re.compile(r"\s(?:i|we)\s+(?=[a-z])", re.IGNORECASE)
+
+
+def _fronted(text: str, first: str) -> str | None:
+    """``text`` told in the second person when something is put before the player's own
+    clause ("When the valet grabs the book, I shove him back" -> "When the valet grabs
+    the book, you shove him back"), or None."""
+    if first not in _FRONTING and not (first.endswith("ly") and len(first) > 3):
+        return None
+    found = _PLAYER_AFTER_COMMA.search(text, 2) or _PLAYER_AFTER_SPACE.search(text, 2)
+    if found is None or found.start() > 160:
+        return None
+    head, rest = text[:found.start()].strip(), text[found.end():]
+    main = you_form("I " + rest) if rest else None
+    if main is None or not head:
+        return None
+    joint = " " if head.lower() in _RUN_ON else ", "
+    return _swap(head[:1].upper() + head[1:]) + joint + "y" + main[1:]
+
+
+def _split_fronted(text: str) -> str | None:
+    """The player's own clause after what is put before it, in the first person."""
+    found = _PLAYER_AFTER_COMMA.search(text, 2) or _PLAYER_AFTER_SPACE.search(text, 2)
+    return "I " + text[found.end():] if found is not None else None
+
+
 def you_form(action: str) -> str | None:
     """``action`` as a second-person sentence without its end mark ("You climb the sea
     wall"), or None when it is not a deed the story can retell (module doc)."""
@@ -68,16 +113,18 @@ def you_form(action: str) -> str | None:
     if not words:
         return None
     first = words[0].lower()
-    if re.match(r"^[A-Za-z][\w'’ -]{0,40},", text) and first not in ("i", "then", "so"):
+    if first not in _OPENERS and (told := _fronted(text, first)) is not None:
+        return told
+    if re.match(r"^[A-Za-z][\w'’ -]{0,40},", text) and first not in ("i", "we", "then", "so"):
         return None  # "Wick, show me the safe paths": words to someone, not a deed
     if first in _QUESTION_START:
         return None
     check = _CHECK_FOR.match(text)
     if check:  # "Strength check to lift the gate": the player asks to try the deed
         body = "You try to " + _swap(check.group(1))
-    elif first in ("i", "i'm", "i’m", "i've", "i’ve", "i'll", "i’ll", "i'd", "i’d"):
+    elif first in _OPENERS:
         body = _swap(text)
-    elif first not in _NOT_IMPERATIVE and text[:1].isupper():
+    elif first not in _NOT_IMPERATIVE and first not in _FRONTING:
         body = "You " + text[:1].lower() + _swap(text[1:])  # a menu's "Climb the wall"
     else:
         return None
@@ -90,6 +137,9 @@ def deed_phrase(action: str) -> str | None:
     """The deed itself as a verb phrase ("climb the sea wall" for "I try to climb the sea
     wall and roll for it"), or None (see :func:`you_form`)."""
     sentence = you_form(action)
+    if sentence is not None and not sentence.lower().startswith("you ") \
+            and (own := _split_fronted(" ".join(action.split()))) is not None:
+        sentence = you_form(own)  # "When the guard turns, I slip past": the deed is after
     if sentence is None or not sentence.lower().startswith("you "):
         return None
     phrase = _ROLL_TAIL.sub("", sentence[4:]).strip(" ,;")
@@ -123,6 +173,8 @@ def _swap(text: str) -> str:
 
 def _swapped(word: str) -> str:
     # A player who types all in lower case writes "i" for I: the pronoun all the same.
+    if word == "US":  # a country, not the party
+        return word
     return _SWAP.get(word.lower(), word)
 
 
