@@ -12,7 +12,8 @@ import pytest
 from conftest import REPO
 from narratoria.runtime.campaign.loaded import load_campaign
 from narratoria.runtime.planner.narration_scores import misspelt_names
-from narratoria.runtime.turn.canon import NameRelay, correct, fixes, forbids_new_names, scene_names
+from narratoria.runtime.turn.canon import (NameRelay, correct, fixes, forbids_new_names, recased,
+                                          scene_names)
 
 
 @pytest.fixture(scope="module")
@@ -144,3 +145,25 @@ def test_the_narrator_gets_the_canonical_names_of_what_is_in_the_scene(ebb):
     assert names == ("Odile Venn", "Wick", "Tamsin Cask", "Brinehollow Quay", "Tide Lantern",
                      "Boathook")
     assert scene_names(ebb, {}, [], []) == ()
+
+
+def test_a_name_misspelt_as_it_sounds_is_corrected(ebb):
+    """A first letter of the same sound ("Kask" for Cask, "Korran" for Corran) is a
+    misspelling too; a word of another sound is not ("Borran")."""
+    assert correct(ebb, "You ask Tamsin Kask about the oil.") == \
+        "You ask Tamsin Cask about the oil."
+    assert correct(ebb, "Korran Hale waits.") == "Corran Hale waits."
+    assert correct(ebb, "Borran Hale waits.") == "Borran Hale waits."
+
+
+def test_a_name_typed_in_lower_case_is_spelled_as_the_campaign_does(ebb):
+    """Seen on a held-out campaign: "ask fetterlok whos been drinking…" was told back as
+    "You ask fetterlok…". One word of a name, five letters or more, is recased or its
+    typo corrected; a thing's word after a determiner ("the cask", "the wick") stays."""
+    assert recased(ebb, "give odile the lamp, then ask meret") == \
+        "give Odile the lamp, then ask Meret"
+    assert correct(ebb, "talk to odille and tamsn") == "talk to Odile and Tamsin"
+    assert recased(ebb, "i open the cask and trim the wick") == \
+        "i open the cask and trim the wick"
+    assert recased(ebb, "ask tamsin about the alder grove") == \
+        "ask Tamsin about the alder grove"

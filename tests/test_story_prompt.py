@@ -35,6 +35,25 @@ from narratoria.runtime.planner.story import NEUTRAL_LEAD, second_person, story_
     ("Where is the bell?", 'You speak up: "Where is the bell?"'),
     ("Can I climb the wall?", "You try to climb the wall."),
     ("   ", ""),
+    # the party the player speaks for is "you" too (seen on a held-out campaign: the
+    # narration's first sentence said "how long we have", the narrator's "we")
+    ("I ask Tchevel what that whistle means and how long we have",
+     "You ask Tchevel what that whistle means and how long you have."),
+    ("I ask Derrowin why his water is worth a tenth of our salt",
+     "You ask Derrowin why his water is worth a tenth of your salt."),
+    ("I tell the captain the soldiers are a day behind us, so we're safe tonight",
+     "You tell the captain the soldiers are a day behind you, so you're safe tonight."),
+    ("We climb the wall", "You climb the wall."),
+    ("we are lost, so we rest", "You are lost, so you rest."),
+    ('We shout "we will not go" and lock our door', 'You shout "we will not go" and lock your door.'),
+    ("I salute the US flag", "You salute the US flag."),
+    # something put before the player's own clause
+    ("when the valet grabs the book i shove him back",
+     "When the valet grabs the book, you shove him back."),
+    ("After dark I climb the sea wall", "After dark, you climb the sea wall."),
+    ("Then I climb the wall", "Then you climb the wall."),
+    ("When Odile asks why I came, I shrug", "When Odile asks why you came, you shrug."),
+    ("look at the water", "You look at the water."),
 ])
 def test_the_action_is_told_in_the_second_person(action: str, told: str) -> None:
     assert second_person(action) == told
@@ -109,3 +128,14 @@ def test_an_action_that_told_back_would_be_meta_or_unsafe_leads_neutrally(action
     prompt = story_prompt(NarrationContext(player_input=action, rating=rating))
     assert prompt.lead == NEUTRAL_LEAD and prompt.text.endswith(NEUTRAL_LEAD)
     assert "narrator" not in prompt.text and "gun" not in prompt.text
+
+
+def test_the_engines_judgement_of_the_action_wins_over_its_words() -> None:
+    """The engine knows the campaign's names: "the prompt book" is a theatre's, told back;
+    without its judgement the words alone decide (a prompt is meta talk)."""
+    told = story_prompt(NarrationContext(player_input="read the prompt book", told_back=True))
+    assert told.lead == "You read the prompt book."
+    judged = story_prompt(NarrationContext(player_input="read the prompt book"))
+    assert judged.lead == NEUTRAL_LEAD
+    kept = story_prompt(NarrationContext(player_input="I climb the wall", told_back=False))
+    assert kept.lead == NEUTRAL_LEAD and "climb" not in kept.text

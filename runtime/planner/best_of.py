@@ -92,7 +92,7 @@ def sentence_penalty(sentence: str, before: str, judge: Judge, *, cut: bool = Fa
     def added(scorer) -> int:  # noqa: ANN001 - a scorer of narration_scores
         return max(0, len(scorer(whole)) - (len(scorer(before)) if before else 0))
 
-    penalty = (WEIGHTS["meta"] * added(meta_talk)
+    penalty = (WEIGHTS["meta"] * added(lambda t: meta_talk(t, judge.lexicon))
                + WEIGHTS["first_person"] * added(narrator_first_person)
                + WEIGHTS["speaks"] * added(lambda t: speaks_for_player(t, judge.action)))
     if judge.previous:

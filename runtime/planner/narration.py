@@ -101,6 +101,10 @@ class NarrationContext:
     # The place the action took the player to (runtime/turn/movement.py; "": stayed):
     # the menu is then the new place's.
     moved_to: str = ""
+    # Whether the action may be told back as the story's sentence: the engine's
+    # judgement, which knows the campaign's names ("the prompt book" is a theatre's);
+    # None: the narrator judges by the action's words alone (story.out_of_fiction).
+    told_back: bool | None = None
 
 
 def narration_messages(context: NarrationContext) -> list[dict[str, str]]:

@@ -81,9 +81,12 @@ class Hit:
     excerpt: str
 
 
-def _hits(rule: str, pattern: re.Pattern[str], text: str) -> list[Hit]:
+def _hits(rule: str, pattern: re.Pattern[str], text: str,
+          skip: Sequence[tuple[int, int]] = ()) -> list[Hit]:
+    """Every match of ``pattern``, but those inside a span of ``skip``."""
     return [Hit(rule, m.group(0), excerpt(text, m.start(), m.end()))
-            for m in pattern.finditer(text)]
+            for m in pattern.finditer(text)
+            if not any(start <= m.start() and m.end() <= end for start, end in skip)]
 
 
 # -- quoted speech -------------------------------------------------------------------------
@@ -138,14 +141,17 @@ _APOLOGY = re.compile(r"\b(?:I'm sorry|I am sorry|I apologi[sz]e|I cannot (?:hel
                       re.IGNORECASE)
 
 
-def meta_talk(text: str) -> list[Hit]:
+def meta_talk(text: str, lexicon: EntityLexicon | None = None) -> list[Hit]:
     """Talk about the game instead of the fiction: the player, the game, the narrator,
     the scenario or prompt, the prompt's labels, "The End" written mid-play, "As an AI"
-    and its apologies."""
-    return sorted(_hits("meta", _META, text) + _hits("meta", _META_GAME, text)
-                  + _hits("meta", _META_STORY, text) + _hits("meta", _THE_END, text)
-                  + _hits("label", _LABEL, text)
-                  + _hits("refusal", _APOLOGY, text), key=lambda h: text.find(h.match))
+    and its apologies. A campaign's own name is the fiction's ("Perpetua's Prompt Book"
+    in a theatre, "the Narrator" as a character's title): given its ``lexicon``, a word
+    inside one is no meta talk."""
+    skip = [(m.start, m.end) for m in lexicon.find(text)] if lexicon is not None else []
+    return sorted(_hits("meta", _META, text, skip) + _hits("meta", _META_GAME, text, skip)
+                  + _hits("meta", _META_STORY, text, skip) + _hits("meta", _THE_END, text, skip)
+                  + _hits("label", _LABEL, text, skip)
+                  + _hits("refusal", _APOLOGY, text, skip), key=lambda h: text.find(h.match))
 
 
 # -- the narrator's first person ----------------------------------------------------------
@@ -285,6 +291,26 @@ def unsafe(text: str, rating: str | None) -> list[Hit]:
     return hits
 
 
+# A player asking for self-harm, in their own words ("instructions for cutting myself"):
+# the narration's rule above reads the second person, which a player does not type.
+_SELF_HARM_ASKED = re.compile(
+    r"\b(?:cut|cutting|kill|killing|hurt|hurting|harm|harming|hang|hanging|drown|drowning|"
+    r"poison|poisoning|burn|burning|starve|starving|shoot|shooting|stab|stabbing)\s+myself\b"
+    r"(?!\s+(?:free|loose|out|down|a |an |some |on (?:the|a|my)\b))|"
+    r"\bself[- ]harm\w*|\bsuicid\w*|\bslit(?:ting)? my wrists?\b|\bend(?:ing)? my (?:own )?life\b",
+    re.IGNORECASE)
+
+
+def out_of_fiction(action: str, rating: str | None,
+                   lexicon: EntityLexicon | None = None) -> bool:
+    """Would ``action``, told back as the story's own sentence, be meta talk ("are you
+    an AI?"; the campaign's own names are fiction), unsafe for the campaign's rating, or
+    a player's ask for self-harm? The engine neither retells nor rolls for such an
+    action."""
+    return bool(meta_talk(action, lexicon) or unsafe(action, rating)
+                or _SELF_HARM_ASKED.search(action))
+
+
 # -- entities --------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -353,7 +379,7 @@ class EntityLexicon:
             if lowered in self.common:
                 continue
             close = [(eid, n) for eid, names in words.items() for n in names
-                     if _garbles(lowered, n.lower(), strict)]
+                     if garbles(lowered, n.lower(), strict)]
             if close:
                 eid, _ = max(close, key=lambda c: difflib.SequenceMatcher(
                     None, lowered, c[1].lower()).ratio())
@@ -386,13 +412,19 @@ class EntityLexicon:
         return out
 
 
-def _garbles(word: str, name: str, strict: bool = False) -> bool:
+# First letters a player may hear as one another.
+_SOUND_ALIKE = ({"i", "y"}, {"c", "k"}, {"k", "q"}, {"c", "q"}, {"s", "z"})
+
+
+def garbles(word: str, name: str, strict: bool = False) -> bool:
     """Is ``word`` a misspelling of ``name`` (both lower case)? Misspellings keep the
     first letter ("odiel"/"odile"; "venice" only rhymes with "venn"), and are either
     close overall (difflib ratio; :data:`STRICT_RATIO` when ``strict``) or, both of five
     letters or more, two edits apart with the first two kept ("leira"/"leory", the
-    issue's own example; "gull" is not "guild")."""
-    if word[:1] != name[:1] or word == name:
+    issue's own example; "gull" is not "guild"). A first letter of the same sound counts
+    as kept ("ismeraude"/"ysmeraude", "kadoush"/"qaddoush")."""
+    if not word or not name or word == name or (
+            word[0] != name[0] and {word[0], name[0]} not in _SOUND_ALIKE):
         return False
     ratio = difflib.SequenceMatcher(None, word, name).ratio()
     if strict:
@@ -788,7 +820,7 @@ def score_turn(action: str, narration: str, *, choices: Sequence[str] = (),
     people = [e.name for e in lexicon.entities if e.kind in ("npc", "character")]
     rolled = roll_total is not None or outcome is not None
     return TurnScore(
-        meta=tuple(meta_talk(narration)),
+        meta=tuple(meta_talk(narration, lexicon)),
         first_person=tuple(narrator_first_person(narration)),
         speaks_for_player=tuple(speaks_for_player(narration, action)),
         unsafe=tuple(unsafe(narration, rating)),
@@ -803,6 +835,6 @@ def score_turn(action: str, narration: str, *, choices: Sequence[str] = (),
 __all__ = ["DiceCheck", "Entity", "EntityLexicon", "Hit", "Mention", "OFF_TOPIC_SHARED_WORDS",
            "OFF_TOPIC_SIMILARITY", "RATINGS", "Recall", "Relevance", "TurnScore",
            "broken_choices", "choice_problems", "content_words", "dice_consistency",
-           "entity_recall", "excerpt", "meta_talk", "misspelt_names", "narrator_first_person",
-           "outside_quotes", "rating_level", "relevance", "repeated_sentences", "score_turn",
-           "speaks_for_player", "unsafe"]
+           "entity_recall", "excerpt", "garbles", "meta_talk", "misspelt_names",
+           "narrator_first_person", "out_of_fiction", "outside_quotes", "rating_level",
+           "relevance", "repeated_sentences", "score_turn", "speaks_for_player", "unsafe"]

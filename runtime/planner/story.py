@@ -17,8 +17,9 @@ Invariants:
   never rewritten.
 - The lead is the engine's (``NarrationContext.lead``) when it has one, verbatim;
   otherwise the rewritten action, unless told back it would be meta talk or unsafe
-  for the campaign's rating ("What does the narrator think?"): then a neutral
-  sentence (:data:`NEUTRAL_LEAD`) stands for it, in the prompt and the narration.
+  for the campaign's rating ("What does the narrator think?"; the engine's judgement,
+  ``NarrationContext.told_back``, where it gave one): then a neutral sentence
+  (:data:`NEUTRAL_LEAD`) stands for it, in the prompt and the narration.
 - No prompt label ("Scene:", "Player action:") and no word about the game reaches the
   prompt: the 135M model copies what it reads, so its input is prose like its output.
 """
@@ -30,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from narratoria.runtime.planner.narration_scores import meta_talk, unsafe
+from narratoria.runtime.planner.narration_scores import out_of_fiction
 from narratoria.runtime.sentences import sentence_ends, sentence_starts, sentences
 from narratoria.runtime.turn.second_person import you_form
 
@@ -152,7 +153,9 @@ def story_prompt(context: NarrationContext) -> StoryPrompt:
     if context.scene.strip():
         parts.append(_tail(context.scene))
     action = second_person(context.player_input)
-    if action and (unsafe(action, context.rating or None) or meta_talk(action)):
+    told_back = (context.told_back if context.told_back is not None
+                 else not out_of_fiction(action, context.rating or None))
+    if action and not told_back:
         # Told back, the player's words would be the narration's meta talk or unsafe
         # content: the story goes on from a neutral sentence instead.
         action = NEUTRAL_LEAD

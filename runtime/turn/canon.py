@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from narratoria.runtime.planner.narration_scores import EntityLexicon
+from narratoria.runtime.planner.narration_scores import EntityLexicon, garbles
 
 log = logging.getLogger(__name__)
 
@@ -225,7 +225,8 @@ def recasings(canon: Canon, text: str) -> list[Fix]:
     as a player types) spelled as the campaign does ("Odile Venn", "the Undercourt"). One
     ordinary word stays as written ("the quay" is not the Quay, "the boathook" a thing):
     only a name of several words, or one word of a person, place or group that is no
-    common English word, is recased."""
+    common English word, is recased; and one word of a name of five letters or more,
+    typed in lower case or with a typo (:func:`_lower_names`)."""
     out: list[Fix] = []
     for m in canon.lexicon.find(text):
         entity = canon.lexicon.get(m.entity)
@@ -239,6 +240,38 @@ def recasings(canon: Canon, text: str) -> list[Fix]:
             if bare.lower() == written and bare != written:
                 out.append(Fix(m.start, m.end, bare, "recased", m.alias))
                 break
+    return sorted(out + _lower_names(canon, text, out), key=lambda f: f.start)
+
+
+# Words before which a lower-case word is a thing, not a name ("the cask", "my wick").
+_DETERMINER = re.compile(r"(?:\b(?:the|a|an|my|your|his|her|its|our|their|this|that|these|"
+                         r"those|some|any|no|every|each)\s+)$", re.IGNORECASE)
+_LOWER_WORD = re.compile(r"(?<![\w'’-])[a-z][a-z'’-]{4,}(?![\w'’-])")
+_NAME_KINDS = ("npc", "faction", "location")
+
+
+def _lower_names(canon: Canon, text: str, taken: Sequence[Fix]) -> list[Fix]:
+    """One word of a person's, group's or place's name typed in lower case ("ask
+    thaddeus", "ask fetterlok"), spelled as the campaign does ("Thaddeus", "Fetterlock"):
+    five letters or more, no common English word, never after a determiner ("the
+    cask", "my wick" are things), and a misspelling only as close as a player's typo
+    (``near_misses``' strict rule)."""
+    words = {w.lower(): w for e in canon.lexicon.entities if e.kind in _NAME_KINDS
+             for w in e.proper if len(w) >= 5}
+    out: list[Fix] = []
+    for m in _LOWER_WORD.finditer(text):
+        word = m.group(0)
+        before = text[max(0, m.start() - 8):m.start()]
+        if word in canon.lexicon.common or _DETERMINER.search(before) \
+                or any(f.start < m.end() and m.start() < f.end for f in taken):
+            continue
+        if word in words:
+            out.append(Fix(m.start(), m.end(), words[word], "recased", word))
+            continue
+        close = [w for w in words if garbles(word, w, strict=True)]
+        if close:
+            best = max(sorted(close), key=lambda w: difflib.SequenceMatcher(None, word, w).ratio())
+            out.append(Fix(m.start(), m.end(), words[best], "misspelt", word))
     return out
 
 

@@ -40,7 +40,8 @@ from narratoria.runtime.planner.base import Planner
 from narratoria.runtime.planner.choices import clean_choices, fallback_choices
 from narratoria.runtime.planner.context import Fragment
 from narratoria.runtime.planner.narration import NarrationContext
-from narratoria.runtime.planner.narration_scores import excerpt
+from narratoria.runtime.planner.story import second_person
+from narratoria.runtime.planner.narration_scores import excerpt, meta_talk, out_of_fiction
 from narratoria.runtime.skillrun.executor import ExecutorEvent
 from narratoria.runtime.skillrun.plan import ExecutionResult, Plan, ToolError
 from narratoria.runtime.turn.analytics import AnalyticsLog
@@ -59,11 +60,12 @@ from narratoria.runtime.sessions.storyline import scene_tag
 from narratoria.runtime.skills.discovery import SkillScript
 from narratoria.runtime.state import SessionState
 from narratoria.runtime.store import MemoryEvent
-from narratoria.runtime.turn.second_person import deed_phrase, you_form
+from narratoria.runtime.turn.second_person import deed_phrase
 from narratoria.runtime.turn.standing import standing_answer
 
 log = logging.getLogger(__name__)
 
+DICE_SKILL = "dice-roller"
 RECALL_LIMIT = 8  # candidates: the history keeps the best that fit its budget
 CHOICES_BUDGET_S = 10.0
 SUMMARY_MAX = 400
@@ -320,7 +322,7 @@ async def run_scene(services: SceneServices, scene: SceneInput, emit: Emit) -> S
                       fallback_planner=services.fallback_planner, analytics=services.analytics,
                       generation_budget_s=services.generation_budget_s)
     try:
-        outcome = await loop.run(scene.player_input, scene.available, scene.state,
+        outcome = await loop.run(scene.player_input, _offered(scene), scene.state,
                                  session_id=scene.session_id, on_event=_forward(emit),
                                  entities=scene.entities)
     except BaseException:
@@ -386,7 +388,8 @@ async def run_scene(services: SceneServices, scene: SceneInput, emit: Emit) -> S
             names=_names_after(scene, moved_to),
             rating=canon.rating if canon is not None else "",
             forbid_new_names=canon.forbid_new_names if canon is not None else False,
-            session=scene.session_id, carried=tuple(carried(state.tree)), moved_to=moved_to)
+            session=scene.session_id, carried=tuple(carried(state.tree)), moved_to=moved_to,
+            told_back=not _out_of_fiction(scene))
         relay = NameRelay(canon, _allowed_names(scene, state)) if canon is not None else None
         narration = await _narrate(services.narrator, context, emit, relay)
         if relay is not None:
@@ -524,9 +527,28 @@ def _target(scene: SceneInput) -> tuple[str | None, float | None, str]:
     return None, None, ""
 
 
+def _out_of_fiction(scene: SceneInput) -> bool:
+    """Is the action one the engine neither retells nor rolls for ("are you an AI?", or
+    beyond the campaign's rating)? Without a campaign there is no rating to judge by:
+    meta talk only."""
+    if scene.canon is None:
+        return bool(meta_talk(scene.player_input))
+    return out_of_fiction(scene.player_input, scene.canon.rating, scene.canon.lexicon)
+
+
+def _offered(scene: SceneInput) -> tuple[SkillScript, ...]:
+    """The skills the plan may call: no dice for an action out of the fiction, whose
+    roll would decide nothing the story tells."""
+    if not _out_of_fiction(scene):
+        return scene.available
+    return tuple(s for s in scene.available if s.skill != DICE_SKILL)
+
+
 def _resolve(scene: SceneInput, outcome: TurnOutcome, state: SessionState,
              emit: Emit) -> Check | None:
     """Resolve a risky action (resolution.py): the ``check`` event and the cost's patch."""
+    if _out_of_fiction(scene):
+        return None
     rolled = _plan_roll(outcome)
     deed = classify(scene.player_input)
     if deed is None and rolled is None:
@@ -559,17 +581,24 @@ def _lead(scene: SceneInput, check: Check | None, state: SessionState, beats: bo
     def fix(text: str) -> str:
         return correct(canon, text) if canon is not None else text
 
+    # The action as the narrator tells it (a deed, or the player's words quoted), where
+    # the engine's own sentences would not: a beat alone, or a bare "You make your
+    # attempt", read as the story ignoring what the player did.
+    said = recased(canon, scene.player_input) if canon is not None else scene.player_input
+    told = "" if _out_of_fiction(scene) else fix(second_person(said))
     parts: list[str] = []
     if check is not None:
         _, _, name = _target(scene)
-        parts.append(choose_lead(check, deed_phrase(scene.player_input),
-                                 f"{scene.session_id}:{scene.turn_number}", scene.last_narration,
-                                 fix, check.category, name))
+        phrase = deed_phrase(scene.player_input)
+        if phrase is None and told:
+            parts.append(told)
+        parts.append(choose_lead(check, phrase, f"{scene.session_id}:{scene.turn_number}",
+                                 scene.last_narration, fix, check.category, name))
     elif answer:
         parts += answer
     if beats and scene.beat_sentences:
-        if not parts and (opener := you_form(scene.player_input)):
-            parts.append(fix(opener) + ".")
+        if not parts and told:
+            parts.append(told)
         parts += scene.beat_sentences
     return " ".join(parts)
 
