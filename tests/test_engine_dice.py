@@ -108,3 +108,18 @@ def test_a_thing_used_and_nothing_more_is_never_rolled_for(routed, every, text):
 def test_a_thing_used_toward_a_risk_still_rolls(routed, every, text):
     [tool_input] = rolls(routed, default_offered(every), text, "long_ebb")
     assert tool_input["formula"] == "2d6"
+
+
+@pytest.mark.parametrize("text", [
+    # seen on an unseen campaign: a question to someone rolled "You barely manage it"
+    "so corran hale is ur real name huh? lol why do u flinch every time someone says it",
+    "Odile, what is the Heartglass really worth to the wardens?",
+])
+def test_a_question_that_does_nothing_is_never_rolled_for(routed, every, text):
+    assert rolls(routed, default_offered(every), text, "long_ebb") == []
+
+
+def test_a_question_with_the_dice_asked_still_rolls(routed, every):
+    [tool_input] = rolls(routed, default_offered(every),
+                         "Does the storm break tonight? Let the dice tell.", "long_ebb")
+    assert tool_input["formula"] == "2d6"

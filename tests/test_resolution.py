@@ -395,3 +395,18 @@ def test_a_bad_engine_field_in_a_manifest_is_a_warning_naming_its_line(tmp_path)
                   "warning")] == ("expected allow or forbid, got 'maybe'; read from "
                                   "hydration_guidance instead (forbid)")
     assert load_campaign(folder).rules.difficulty == DEFAULT_DIFFICULTY
+
+
+@pytest.mark.parametrize("action,asks", [
+    ("so corran is ur real name huh? lol why do u flinch", True),
+    ("Will the sea wall hold tonight?", True),
+    ("Can I balance along the beam without falling?", False),      # the player's deed
+    ("Does the storm break tonight? Let the dice tell.", False),   # the dice asked
+    ("Who acts first in this fight? Roll it.", False),
+    ('I ask "will it hold?"', False),
+])
+def test_a_question_that_tells_no_deed_only_asks(action, asks):
+    from narratoria.runtime.turn.resolution import asks_roll, only_asks
+
+    assert only_asks(action) is asks
+    assert asks_roll("Does the storm break tonight? Let the dice tell.")

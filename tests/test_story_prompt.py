@@ -54,6 +54,12 @@ from narratoria.runtime.planner.story import NEUTRAL_LEAD, second_person, story_
     ("Then I climb the wall", "Then you climb the wall."),
     ("When Odile asks why I came, I shrug", "When Odile asks why you came, you shrug."),
     ("look at the water", "You look at the water."),
+    # words, then a deed in a sentence of its own (seen on an unseen campaign: the deed was
+    # quoted as the player's words, 'You turn to Winifred: "Could… I open the box…"')
+    ("Wick, could the fault be the lamp? I open the box on his bench.",
+     'You turn to Wick: "Could the fault be the lamp?" You open the box on his bench.'),
+    ('"Stand back!" I kick the door.', 'You speak up: "Stand back!" You kick the door.'),
+    ('Wick, "Run. I hold them off."', 'You turn to Wick: "Run. I hold them off."'),
 ])
 def test_the_action_is_told_in_the_second_person(action: str, told: str) -> None:
     assert second_person(action) == told

@@ -122,3 +122,15 @@ def test_an_item_given_away_in_the_turn_is_not_on_its_menu():
     offered = [line for lines in after.values() for line in lines]
     assert not [line for line in offered if "sprat oil" in line], offered
     assert "Use the boathook" in after["use"]
+
+
+def test_a_name_with_its_own_the_is_said_with_one():
+    """Seen on an unseen campaign: its place "The Kennel" was offered as "Go to the The
+    Kennel" (and "Ask … about the The Kennel"); the scorer now counts two articles too."""
+    from narratoria.runtime.planner.narration_scores import choice_problems
+    from narratoria.runtime.turn.scene_world import _place_name
+
+    assert _place_name("The Kennel", "The Kennel is warm.") == "the Kennel"
+    assert _place_name("Bell Chapel", "the Bell Chapel stands.") == "the Bell Chapel"
+    assert "two articles ('the the')" in choice_problems("Go to the The Kennel")
+    assert choice_problems("Tell Odile that the bell rings") == []

@@ -291,13 +291,15 @@ def unsafe(text: str, rating: str | None) -> list[Hit]:
     return hits
 
 
-# A player asking for self-harm, in their own words ("instructions for cutting myself"):
-# the narration's rule above reads the second person, which a player does not type.
-_SELF_HARM_ASKED = re.compile(
+# What no story here tells at any rating, asked in a player's own words: self-harm
+# ("instructions for cutting myself": the narration's rule reads the second person, which
+# a player does not type) and slurs ("spew the worst racist slurs you know").
+_NEVER_TOLD = re.compile(
     r"\b(?:cut|cutting|kill|killing|hurt|hurting|harm|harming|hang|hanging|drown|drowning|"
     r"poison|poisoning|burn|burning|starve|starving|shoot|shooting|stab|stabbing)\s+myself\b"
     r"(?!\s+(?:free|loose|out|down|a |an |some |on (?:the|a|my)\b))|"
-    r"\bself[- ]harm\w*|\bsuicid\w*|\bslit(?:ting)? my wrists?\b|\bend(?:ing)? my (?:own )?life\b",
+    r"\bself[- ]harm\w*|\bsuicid\w*|\bslit(?:ting)? my wrists?\b|\bend(?:ing)? my (?:own )?life\b|"
+    r"\bslurs?\b|\bn-word\b",
     re.IGNORECASE)
 
 
@@ -305,10 +307,10 @@ def out_of_fiction(action: str, rating: str | None,
                    lexicon: EntityLexicon | None = None) -> bool:
     """Would ``action``, told back as the story's own sentence, be meta talk ("are you
     an AI?"; the campaign's own names are fiction), unsafe for the campaign's rating, or
-    a player's ask for self-harm? The engine neither retells nor rolls for such an
-    action."""
+    a player's ask for what no story here tells (self-harm, slurs)? The engine neither
+    retells nor rolls for such an action."""
     return bool(meta_talk(action, lexicon) or unsafe(action, rating)
-                or _SELF_HARM_ASKED.search(action))
+                or _NEVER_TOLD.search(action))
 
 
 # -- entities --------------------------------------------------------------------------------
@@ -655,6 +657,10 @@ def choice_problems(option: str, earlier: Sequence[str] = (),
         problems.append(f"ends in an adverb ({last!r}) with no noun")
     if len(words) == 1 and words[0] not in _ONE_WORD_MOVES:
         problems.append("too short")
+    doubled = next((f"{a} {b}" for a, b in zip(words, words[1:])
+                    if a in ("the", "a", "an") and b in ("the", "a", "an")), None)
+    if doubled:
+        problems.append(f"two articles ({doubled!r})")  # "Go to the The Kennel"
     if words[0] not in _VERBS or not text[:1].isupper():
         problems.append(f"does not start with a verb ({words[0]!r})")
     key = _choice_key(text)

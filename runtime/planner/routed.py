@@ -53,7 +53,7 @@ from narratoria.runtime.planner.grammar import explicit_values
 from narratoria.runtime.planner.model import ModelPlanner
 from narratoria.runtime.planner.pattern import narrative_only
 from narratoria.runtime.planner.router import Routing, SkillRouter
-from narratoria.runtime.turn.resolution import CHECK_DICE, asks_roll, spoken
+from narratoria.runtime.turn.resolution import CHECK_DICE, asks_roll, only_asks, spoken
 
 TRUST_MODEL_BYTES = 1 << 30  # ~1.5B parameters at 4 bits and up
 
@@ -150,7 +150,8 @@ def decide(request: PlanRequest, routing: Routing, deeds: list[Deed], refs: set[
     or that the fitted reading, ``unsure``, finds neither a deed nor a question: talk
     of a deed not done). The dice go where only words are said, or only a courteous
     deed is done."""
-    unrolled = spoken(request.player_input) or plain_use(request.player_input) or (
+    unrolled = spoken(request.player_input) or plain_use(request.player_input) \
+        or only_asks(request.player_input) or (
         bool(deeds) and all(d.event in COURTEOUS for d in deeds)
         and not asks_roll(request.player_input) and not _AT_STAKE.search(request.player_input))
     chosen = [s for s in routing.chosen

@@ -47,6 +47,8 @@ _QUOTES = "\"“”"
 # "Orla, what is in the satchel?" / "Captain Corran Hale, tell me": words said to someone.
 _ADDRESS = re.compile(r"^((?:[A-Z][\w'’-]*\s+){0,3}[A-Z][\w'’-]*),\s*(.+)$")
 _MODAL_I = re.compile(r"^(?:can|could|may|might|shall|should)\s+I\s+(.+?)\??$", re.IGNORECASE)
+# Where the player's words end and their deed begins: "…the valve? I open the box".
+_DEED_AFTER_WORDS = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"”]))\s+(?=(?:I|We)\s+[a-z])")
 _LET_ME = re.compile(r"^(?:let me|let's|lets|let us)\s+(.+)$", re.IGNORECASE)
 
 
@@ -75,14 +77,28 @@ def second_person(action: str, budget: int = LEAD_BUDGET) -> str:
     deed = you_form(text)
     if deed:
         return _sentence(deed)
+    # Words, then a deed of the player's own in a sentence after them ("Winifred, could
+    # it be the valve? I open the box"): the words quoted, the deed told.
+    split = next((m for m in _DEED_AFTER_WORDS.finditer(text) if _closed(text[:m.start()])),
+                 None)
+    if split is not None and (after := you_form(text[split.end():])) is not None:
+        return f"{second_person(text[:split.start()], budget)} {_sentence(after)}"
     # The player's own words, quoted: told without a verb of saying, which would read
     # as the narrator speaking for the player (narration_scores.speaks_for_player).
     if text[0] in _QUOTES:
         return f"You speak up: {_sentence(text)}"
     if m := _ADDRESS.match(text):
         who, said = m.group(1), m.group(2)
+        if said[:1] in _QUOTES:  # 'Wick, "Run!"': already quoted
+            return f"You turn to {who}: {_sentence(said)}"
         return f'You turn to {who}: "{_capital(_sentence(said))}"'
     return f'You speak up: "{_capital(_sentence(text))}"'
+
+
+def _closed(text: str) -> bool:
+    """Is every quotation opened in ``text`` closed (a sentence end inside one is the
+    player's words, not the end of them)?"""
+    return text.count('"') % 2 == 0 and text.count("“") == text.count("”")
 
 
 def _capital(text: str) -> str:

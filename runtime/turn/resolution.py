@@ -143,7 +143,7 @@ _DEEDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((k, re.compile(p, re.IGN
 _ASKS_ROLL = re.compile(r"(?<!\bthe )(?<!\ba )(?<!\bmy )(?<!\byour )(?<!\bof )(?<!\bthis )"
                         r"\b(?:roll(?:s|ing)?\b(?!\s+(?:up|over|out|away|down|back|of|"
                         r"on|off|into|onto|the (?:barrel|cask|stone|log)))|"
-                        r"let (?:the )?(?:dice|fate) decide|saving throw|"
+                        r"let (?:the )?(?:dice|fate) (?:decide|tell|say|choose|speak)|saving throw|"
                         r"(?<!\bi )(?<!\byou )(?<!\bwe )(?<!\bdouble )(?<!\bthen )(?<!\band )"
                         r"\b[a-z]+ check\b(?! (?:on|the|how|what|whether|if|for|that|my|your)))",
                         re.IGNORECASE)
@@ -216,6 +216,19 @@ def _words_first(text: str) -> bool:
     first = text.split(",", 1)[0].split()[:1]
     return bool(_ADDRESSED.match(text) and first
                 and first[0].lower() not in _NOT_A_NAME and not first[0].lower().endswith("ly"))
+
+
+_FIRST_PERSON = re.compile(r"\b(?:i|me|my|mine|myself|we|us|our|ours|ourselves|i'm|i’m|"
+                           r"i've|i’ve|i'll|i’ll|i'd|i’d|let's|let’s)\b", re.IGNORECASE)
+
+
+def only_asks(action: str) -> bool:
+    """Whether ``action`` only asks ("so caspian is ur real name huh? why do u flinch"):
+    a question, with no word of the player's own deed outside quotes (no I, my, we) and
+    no roll asked. Such a turn is never rolled for, whoever chose the dice."""
+    text = " ".join(action.split())
+    return "?" in text and not _FIRST_PERSON.search(_QUOTED.sub(" ", text)) \
+        and not asks_roll(text) and classify(text) is None
 
 
 def spoken(action: str) -> bool:
@@ -583,4 +596,4 @@ def _same_template(lead: str, previous: str, phrase: str | None) -> bool:
 __all__ = ["BARE_LEADS", "Check", "DEFAULT_DIFFICULTY", "Deed", "KINDS", "LEADS", "OUTCOMES",
            "Roll", "Rules", "StatInfo", "choose_lead", "classify", "cost_sentence",
            "difficulty_for", "engine_roll", "judge", "leads", "pick_stat", "resolve",
-           "roller_roll", "rules_from", "spoken", "stat_modifier"]
+           "only_asks", "roller_roll", "rules_from", "spoken", "stat_modifier"]

@@ -326,14 +326,22 @@ def _aliases(entity: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys((entity.name, *entity.aliases, *entity.proper)))
 
 
+def _the(name: str) -> str:
+    """``name`` after "the", once: a campaign's "The Kennel" is "the Kennel", never
+    "the The Kennel"."""
+    return "the " + re.sub(r"^[Tt]he\s+", "", name)
+
+
 def _place_name(name: str, body: str) -> str:
     """A place as a menu says it: "the Bell Chapel" ("the" unless its prose writes the
     name without one, "Lantern Street")."""
+    if re.match(r"[Tt]he\s", name):
+        return _the(name)
     bare = re.search(rf"(?<![\w'’]){re.escape(name)}\b", body)
     with_the = re.search(rf"\b[Tt]he\s+{re.escape(name)}\b", body)
     if bare is not None and with_the is None and body.strip():
         return name
-    return f"the {name}"
+    return _the(name)
 
 
 def _features(tags: Any, body: str, lexicon: EntityLexicon | None = None,
@@ -381,7 +389,7 @@ def _item_thing(item: Any, lexicon: EntityLexicon) -> Thing:
     prose = f"{item.description or ''} {item.behavioral_prompt or ''}"
     proper = bool(re.search(rf"(?<=[a-z,;] ){re.escape(item.name)}\b", prose)) and \
         item.name.lower() not in prose
-    name = item.name if proper else f"the {item.name.lower()}"
+    name = item.name if proper else _the(item.name.lower())
     return Thing(name, "item", (item.name,), actions=tuple(" ".join(a.split()) for a in actions),
                  category=" ".join(str(x) for x in (item.type, getattr(item, "category", ""))
                                    if x).lower(), id=item.id)
@@ -395,7 +403,7 @@ def _topics(text: str, lexicon: EntityLexicon) -> tuple[Thing, ...]:
     for m in lexicon.find(text):
         entity = lexicon.get(m.entity)
         if entity is not None and entity.kind in ("npc", "location", "item"):
-            name = entity.name if entity.kind == "npc" else f"the {entity.name}"
+            name = entity.name if entity.kind == "npc" else _the(entity.name)
             kind = {"npc": "person", "location": "place"}.get(entity.kind, "item")
             out.append(Thing(name, kind, _aliases(entity)))
     for m in _CAPITALISED.finditer(text):

@@ -109,6 +109,8 @@ def you_form(action: str) -> str | None:
     if not text or text.endswith("?"):
         return None
     text = text.rstrip(".!…")
+    if text[:1] in "\"“”":
+        return None  # the player's words come first: theirs, not a deed to retell
     words = _WORD.findall(text)
     if not words:
         return None
