@@ -185,8 +185,6 @@ _AT_STAKE = re.compile(
     r"behind (?:his|her|their) backs?)", re.I)
 DICE, ROLL = "dice-roller", "dice-roller/roll-dice"
 CHECK_FORMULA = f"{CHECK_DICE[0]}d{CHECK_DICE[1]}"  # the engine's check dice
-# A deed's words ("rumours", "a story about where the salvage went") sound like memory's
-# phrases; a deed turn recalls or stores only when the player says so.
 # A thing used, read or looked at, and nothing more: the menu's own item and look lines
 # ("Use the tide lantern", "Search the stage"), typed or chosen. The router sent "Use the
 # brass gas key" to the dice when only the default skills were offered, and the check
@@ -206,6 +204,8 @@ def plain_use(text: str) -> bool:
     return 0 < len(words) <= 4 and not _LINKS.intersection(words)
 
 
+# A deed's words ("rumours", "a story about where the salvage went") sound like memory's
+# phrases; a deed turn recalls or stores only when the player says so.
 _MEMORY_WORDS = re.compile(r"\b(?:remember\w*|recall\w*|memor\w*|notes?|noted|store|forget\w*|"
                            r"forgot|remind\w*|journal|write (?:it|this|that) down)\b", re.I)
 

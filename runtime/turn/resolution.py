@@ -53,8 +53,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from narratoria.runtime.planner.narration_scores import dice_consistency
-from narratoria.runtime.turn.second_person import deed_phrase
+from narratoria.runtime.planner.narration_scores import (dice_consistency, narrator_first_person,
+                                                           outside_quotes)
+from narratoria.runtime.turn.second_person import deed_phrase, opens_clause
 
 OUTCOMES = ("success", "partial", "failure")
 DEFAULT_DIFFICULTY = 10
@@ -202,10 +203,7 @@ _REPORTED = re.compile(r"\b(?:that|whether|if|how|what|why|where|when|who)\b", r
 # fast". Not a clause put first ("Carefully, I climb") nor the player's deed after the
 # name ("Odile, I give you the ledger").
 _ADDRESSED = re.compile(r"^(?:[A-Z][\w'’-]*\s+){0,3}[A-Z][\w'’-]*,(?!\s*(?:[Ii]|[Ww]e)\b)")
-_NOT_A_NAME = frozenset("""when whenever as once while after before if until since though
-although unless because then so and but now still again finally first next suddenly
-meanwhile instead carefully quietly slowly quickly yes no okay ok well oh look listen
-""".split())
+_INTERJECTIONS = frozenset("yes no okay ok well oh look listen".split())
 
 
 def _words_first(text: str) -> bool:
@@ -214,12 +212,8 @@ def _words_first(text: str) -> bool:
     if _SPEECH.match(text) or text[:1] in "\"“":
         return True
     first = text.split(",", 1)[0].split()[:1]
-    return bool(_ADDRESSED.match(text) and first
-                and first[0].lower() not in _NOT_A_NAME and not first[0].lower().endswith("ly"))
-
-
-_FIRST_PERSON = re.compile(r"\b(?:i|me|my|mine|myself|we|us|our|ours|ourselves|i'm|i’m|"
-                           r"i've|i’ve|i'll|i’ll|i'd|i’d|let's|let’s)\b", re.IGNORECASE)
+    return bool(_ADDRESSED.match(text) and first and first[0].lower() not in _INTERJECTIONS
+                and not opens_clause(first[0].lower()))
 
 
 def only_asks(action: str) -> bool:
@@ -227,8 +221,10 @@ def only_asks(action: str) -> bool:
     a question, with no word of the player's own deed outside quotes (no I, my, we) and
     no roll asked. Such a turn is never rolled for, whoever chose the dice."""
     text = " ".join(action.split())
-    return "?" in text and not _FIRST_PERSON.search(_QUOTED.sub(" ", text)) \
-        and not asks_roll(text) and classify(text) is None
+    # The scorer's first person, and a player's lower-case "i" (the scorer reads that as
+    # a typo in prose; typed by a player it is the pronoun).
+    first_person = narrator_first_person(text) or re.search(r"\bi\b", outside_quotes(text))
+    return "?" in text and not first_person and not asks_roll(text) and classify(text) is None
 
 
 def spoken(action: str) -> bool:

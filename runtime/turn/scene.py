@@ -26,6 +26,7 @@ step has a fallback. Events are ``(kind, payload)`` pairs whose kinds (``TurnEve
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import re
 import time
@@ -139,6 +140,15 @@ class SceneInput:
     # The place the action goes to (movement.py), "" when it goes nowhere: the player is
     # there after the scene unless its check fails.
     destination: str = ""
+
+    @functools.cached_property
+    def out_of_fiction(self) -> bool:
+        """Is the action one the engine neither retells nor rolls for ("are you an AI?",
+        beyond the campaign's rating)? Judged once a scene; without a campaign there is
+        no rating to judge by: meta talk only."""
+        if self.canon is None:
+            return bool(meta_talk(self.player_input))
+        return out_of_fiction(self.player_input, self.canon.rating, self.canon.lexicon)
 
 
 @dataclass
@@ -389,7 +399,7 @@ async def run_scene(services: SceneServices, scene: SceneInput, emit: Emit) -> S
             rating=canon.rating if canon is not None else "",
             forbid_new_names=canon.forbid_new_names if canon is not None else False,
             session=scene.session_id, carried=tuple(carried(state.tree)), moved_to=moved_to,
-            told_back=not _out_of_fiction(scene))
+            told_back=not scene.out_of_fiction)
         relay = NameRelay(canon, _allowed_names(scene, state)) if canon is not None else None
         narration = await _narrate(services.narrator, context, emit, relay)
         if relay is not None:
@@ -527,19 +537,10 @@ def _target(scene: SceneInput) -> tuple[str | None, float | None, str]:
     return None, None, ""
 
 
-def _out_of_fiction(scene: SceneInput) -> bool:
-    """Is the action one the engine neither retells nor rolls for ("are you an AI?", or
-    beyond the campaign's rating)? Without a campaign there is no rating to judge by:
-    meta talk only."""
-    if scene.canon is None:
-        return bool(meta_talk(scene.player_input))
-    return out_of_fiction(scene.player_input, scene.canon.rating, scene.canon.lexicon)
-
-
 def _offered(scene: SceneInput) -> tuple[SkillScript, ...]:
     """The skills the plan may call: no dice for an action out of the fiction, whose
     roll would decide nothing the story tells."""
-    if not _out_of_fiction(scene):
+    if not scene.out_of_fiction:
         return scene.available
     return tuple(s for s in scene.available if s.skill != DICE_SKILL)
 
@@ -547,7 +548,7 @@ def _offered(scene: SceneInput) -> tuple[SkillScript, ...]:
 def _resolve(scene: SceneInput, outcome: TurnOutcome, state: SessionState,
              emit: Emit) -> Check | None:
     """Resolve a risky action (resolution.py): the ``check`` event and the cost's patch."""
-    if _out_of_fiction(scene):
+    if scene.out_of_fiction:
         return None
     rolled = _plan_roll(outcome)
     deed = classify(scene.player_input)
@@ -585,7 +586,7 @@ def _lead(scene: SceneInput, check: Check | None, state: SessionState, beats: bo
     # the engine's own sentences would not: a beat alone, or a bare "You make your
     # attempt", read as the story ignoring what the player did.
     said = recased(canon, scene.player_input) if canon is not None else scene.player_input
-    told = "" if _out_of_fiction(scene) else fix(second_person(said))
+    told = "" if scene.out_of_fiction else fix(second_person(said))
     parts: list[str] = []
     if check is not None:
         _, _, name = _target(scene)

@@ -79,11 +79,17 @@ _PLAYER_AFTER_COMMA = re.compile(r",\s*(?:i|we)\s+(?=[a-z])", re.IGNORECASE)
 _PLAYER_AFTER_SPACE = re.compile(r"\s(?:i|we)\s+(?=[a-z])", re.IGNORECASE)
 
 
+def opens_clause(word: str) -> bool:
+    """Does ``word`` (lower case) open a clause or phrase put before the player's own
+    ("When …", "After dark", "Carefully")?"""
+    return word in _FRONTING or (word.endswith("ly") and len(word) > 3)
+
+
 def _fronted(text: str, first: str) -> str | None:
     """``text`` told in the second person when something is put before the player's own
     clause ("When the valet grabs the book, I shove him back" -> "When the valet grabs
     the book, you shove him back"), or None."""
-    if first not in _FRONTING and not (first.endswith("ly") and len(first) > 3):
+    if not opens_clause(first):
         return None
     found = _PLAYER_AFTER_COMMA.search(text, 2) or _PLAYER_AFTER_SPACE.search(text, 2)
     if found is None or found.start() > 160:
@@ -239,4 +245,4 @@ def beat_sentence(description: str) -> str | None:
     return text[:1].upper() + text[1:]
 
 
-__all__ = ["beat_sentence", "deed_phrase", "you_form"]
+__all__ = ["beat_sentence", "deed_phrase", "opens_clause", "you_form"]
