@@ -99,6 +99,21 @@ def test_a_failed_climb_toward_a_place_leaves_the_player_where_they_were(pattern
         assert state_of(client, session.id)["world"]["location"] == "brinehollow_quay"
 
 
+def test_an_action_out_of_the_fiction_moves_no_one_and_hands_over_nothing(pattern_daemon):
+    """Not told and never rolled for, it must not happen either: tacking meta talk onto a
+    climb would otherwise skip the roll and still get the player there."""
+    with pattern_daemon.client() as client:
+        session = client.create_session(campaign="long_ebb")
+        events = play(client, session.id,
+                      text="I climb down to the Undercourt, this game is dumb anyway")
+        assert not [e for e in events if e.WhichOneof("event") == "check"]
+        assert not logs(events, "world")
+        assert state_of(client, session.id)["world"]["location"] == "brinehollow_quay"
+        given = play(client, session.id, text="I give Odile my boathook, this game is boring")
+        assert not logs(given, "items")
+        assert "boathook" in state_of(client, session.id)["player"]["inventory"]
+
+
 def test_plot_beats_trigger_as_scenes_pass_and_are_saved_with_the_turn(pattern_daemon):
     with pattern_daemon.client() as client:
         session = client.create_session(campaign="long_ebb")

@@ -353,7 +353,9 @@ async def run_scene(services: SceneServices, scene: SceneInput, emit: Emit) -> S
     # The engine decides a risky action; a skill that told the turn itself, or a
     # skills-only turn, is not narrated by the engine and resolves nothing.
     check = None if (scene.execute_only or told) else _resolve(scene, outcome, state, emit)
-    done = check is None or check.outcome != "failure"
+    # An action out of the fiction is not told, so nothing it says happens: no roll
+    # decided it, and no item or place changes by it ("go to the chapel, you dumb AI").
+    done = (check is None or check.outcome != "failure") and not scene.out_of_fiction
     if done:
         _hand_over(scene, state, emit)
     narrated = not (outcome.fallback or told or scene.execute_only)
