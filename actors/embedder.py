@@ -41,6 +41,8 @@ class EmbedderActor:
         self._worker: asyncio.Task[None] | None = None
         self.batches = 0
         self.texts = 0
+        self._tuned: EmbeddingBackend | None = None
+        self._tuned_lock = threading.Lock()
 
     def _load(self, settings: EmbeddingSettings) -> None:
         try:
@@ -80,6 +82,25 @@ class EmbedderActor:
         assert self._wake is not None
         self._wake.set()
         return await future
+
+    async def embed_tuned(self, texts: list[str], digest: str) -> np.ndarray:
+        """``texts`` read by the deed sense's adapted MiniLM (the shipped weights', whose
+        ``digest`` the caller holds), loaded beside the plain one on first use."""
+        encoder = await asyncio.to_thread(self._tuned_encoder, digest)
+        return await asyncio.to_thread(encoder.embed_batch, list(texts))
+
+    def _tuned_encoder(self, digest: str) -> EmbeddingBackend:
+        from narratoria.runtime.planner.deed_sense import SenseModel
+        from narratoria.runtime.planner.tuned_encoder import TunedEncoder
+
+        with self._tuned_lock:
+            if self._tuned is None:
+                model = SenseModel.load()
+                if model.adapter is None or model.digest != digest:
+                    raise EmbeddingError("the shipped deed weights are not those asked for "
+                                         f"(digest {model.digest}, asked {digest})")
+                self._tuned = TunedEncoder(model.adapter)
+            return self._tuned
 
     async def _run(self) -> None:
         assert self._wake is not None
@@ -129,6 +150,24 @@ class RemoteEmbedder:
 
     def embed_batch(self, texts: list[str]) -> np.ndarray:
         return ray.get(self._actor.embed_batch.remote(list(texts)))
+
+    def embed(self, text: str) -> np.ndarray:
+        return self.embed_batch([text])[0]
+
+    def tuned(self, model: Any, shipped: bool) -> EmbeddingBackend | None:
+        """The deed sense's adapted reader in the embedder's process (no second torch
+        here), for the ``shipped`` weights only; None for any other (read locally)."""
+        return _RemoteTuned(self._actor, model.digest, self.dimensions) if shipped else None
+
+
+class _RemoteTuned:
+    """The EmbeddingBackend protocol over :meth:`EmbedderActor.embed_tuned`."""
+
+    def __init__(self, actor: Any, digest: str, dimensions: int) -> None:
+        self._actor, self._digest, self.dimensions = actor, digest, dimensions
+
+    def embed_batch(self, texts: list[str]) -> np.ndarray:
+        return ray.get(self._actor.embed_tuned.remote(list(texts), self._digest))
 
     def embed(self, text: str) -> np.ndarray:
         return self.embed_batch([text])[0]

@@ -7,6 +7,7 @@ around changes no one."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -49,6 +50,12 @@ def test_deeds_change_standing_in_the_state_and_questions_read_it(daemon):
         assert all(finished_ok(events))
         tamsin = state_of(client, session.id)["perception"]["tamsin_cask"]
         assert tamsin["score"] == deed["delta"] and tamsin["attitude"] == "neutral"
+        # The deed sense's adapted MiniLM is read in the embedder's process: the planner's
+        # holds the model, not a second torch.
+        planner = next(a.pid for a in client.status().actors if a.name == "planner")
+        embedder = next(a.pid for a in client.status().actors if a.name == "embedder")
+        assert "libtorch" not in Path(f"/proc/{planner}/maps").read_text()
+        assert "libtorch" in Path(f"/proc/{embedder}/maps").read_text()
 
         # A faction by its short name: the campaign's own faction id.
         events = play(client, session.id, text="I give the guild's journeymen a week's wages")

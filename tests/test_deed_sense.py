@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from conftest import BUILTIN_SKILLS, REPO
-from narratoria.runtime.planner import deed_sense
+from narratoria.runtime.planner import deed_sense, tuned_encoder
 from narratoria.runtime.planner.base import PlanRequest
 from narratoria.runtime.planner.deed_sense import DeedSense, SenseModel, mask
 from narratoria.runtime.planner.deeds import (campaign_entities, cast_entities, epithets, mentions,
@@ -284,6 +284,30 @@ def test_no_one_is_made_up_from_places_and_things(text):
     assert [m for m in mentions(text) if m.entity.kind == "npc"] == []
 
 
+def test_the_shipped_weights_read_with_an_adapter_fitted_on_the_same_datasets(sense, embedder):
+    """The regressions read the adapted MiniLM's vectors: unit length like the plain
+    embedder's, and not the same (the adapter is applied)."""
+    adapter = sense.model.adapter
+    assert adapter is not None and adapter.rank == tuned_encoder.RANK
+    assert len(adapter.factors) == 6 * len(tuned_encoder.ADAPTED)
+    assert all(a.shape[0] == b.shape[1] == adapter.rank for a, b in adapter.factors.values())
+    texts = ["I steal Sam's purse", "Sam steals my purse"]
+    tuned, plain = sense.reader.embed_batch(texts), embedder.embed_batch(texts)
+    assert np.allclose(np.linalg.norm(tuned, axis=1), 1.0, atol=1e-4)
+    assert float(np.min(np.sum(tuned * plain, axis=1))) < 0.99
+
+
+def test_an_adapter_is_saved_and_read_back_whole(tmp_path, sense):
+    out = tmp_path / "sense.npz"
+    sense.model.save(out)
+    again = SenseModel.load(out)
+    assert again.adapter is not None and again.adapter.rank == sense.model.adapter.rank
+    assert again.adapter.factors.keys() == sense.model.adapter.factors.keys()
+    assert all(np.array_equal(x, y) for name in again.adapter.factors
+               for x, y in zip(again.adapter.factors[name], sense.model.adapter.factors[name]))
+    assert again.digest == sense.model.digest
+
+
 # --- train deeds ----------------------------------------------------------------------------
 
 
@@ -307,12 +331,32 @@ def test_train_deeds_fits_and_writes_weights_the_sense_reads(tmp_path, embedder)
     data = tmp_path / "deeds.jsonl"
     data.write_text("\n".join(lines) + "\n")
     out = tmp_path / "sense.npz"
-    assert main(["train", "deeds", "--dataset", str(data), "--out", str(out), "--json"]) == 0
+    assert main(["train", "deeds", "--dataset", str(data), "--out", str(out), "--epochs", "1",
+                 "--json"]) == 0
     model = SenseModel.load(out)
     assert set(model.weights) == {"deed", "kind", "query"}  # too few name a person and a group
     assert all(np.isfinite(w).all() for w in model.weights.values())
-    reading = DeedSense(embedder, model).read("I kick Tobin hard", ())
+    assert model.adapter is not None and model.adapter.rank == tuned_encoder.RANK
+    assert len(model.adapter.factors) == 6 * len(tuned_encoder.ADAPTED)  # every layer of six
+    sense = DeedSense(embedder, model)
+    assert isinstance(sense.reader, tuned_encoder.TunedEncoder)
+    reading = sense.read("I kick Tobin hard", ())
     assert reading.probabilities["deed"] > reading.probabilities["query"]
+
+
+def test_train_deeds_without_an_adapter_reads_with_the_plain_embedder(tmp_path, embedder):
+    from narratoria.clients.cli import main
+
+    data = tmp_path / "deeds.jsonl"
+    data.write_text("\n".join([_case("I punch Bram in the face", "npc-perception", "down", "bram"),
+                               _case("I look at the sea", None)]) + "\n")
+    out = tmp_path / "sense.npz"
+    assert main(["train", "deeds", "--dataset", str(data), "--out", str(out), "--no-adapter",
+                 "--no-skill-examples"]) == 0
+    model = SenseModel.load(out)
+    assert model.adapter is None and DeedSense(embedder, model).reader is embedder
+    assert main(["train", "deeds", "--dataset", str(data), "--out", str(out),
+                 "--epochs", "0"]) == 2
 
 
 def test_train_deeds_names_the_bad_line(tmp_path, capsys):

@@ -37,6 +37,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     deeds.add_argument("--no-skill-examples", action="store_true",
                        help="leave out the built-in non-deed skills' route examples "
                             "(by default they are acts of no one)")
+    deeds.add_argument("--epochs", type=int, default=None, metavar="N",
+                       help="passes of the embedder's adapter over the examples (default 3)")
+    deeds.add_argument("--no-adapter", action="store_true",
+                       help="fit the regressions on the plain embedder (no adapter: quicker, "
+                            "reads worse)")
     deeds.add_argument("--json", action="store_true", help="print the summary as JSON")
     deeds.set_defaults(func=cmd_train_deeds)
 
@@ -83,18 +88,29 @@ def cmd_train_deeds(args: argparse.Namespace) -> int:
         return fail(str(exc), ExitCode.BAD_INPUT)
     if not examples:
         return fail("the datasets hold no cases", ExitCode.BAD_INPUT)
+    if args.epochs is not None and args.epochs < 1:
+        return fail(f"--epochs: expected 1 or more, got {args.epochs}", ExitCode.BAD_INPUT)
     from narratoria.runtime.embedding import shared_local
+    from narratoria.runtime.planner.tuned_encoder import EPOCHS, print_progress
 
-    print(f"embedding {len(examples)} examples ...", file=sys.stderr, flush=True)
     started = time.perf_counter()
+    embedder = shared_local()
+    adapter = None
+    if not args.no_adapter:
+        print(f"fitting the embedder's adapter on {len(examples)} examples ...",
+              file=sys.stderr, flush=True)
+        adapter = deed_sense.train_adapter(examples, embedder, progress=print_progress,
+                                           epochs=args.epochs or EPOCHS)
+    print(f"embedding {len(examples)} examples ...", file=sys.stderr, flush=True)
     shown = [_shown(Path(p)) for p in args.dataset]
-    model = deed_sense.fit(examples, shared_local(),
+    model = deed_sense.fit(examples, embedder, adapter=adapter,
                            datasets=shown if args.no_skill_examples else [*shown, SKILLS_MARK])
     out = Path(args.out) if args.out else deed_sense.MODEL_PATH
     model.save(out)
     summary = {"out": str(out.resolve()), "examples": len(examples),
                "sides": dict(Counter(e.side for e in examples)),
                "vocabulary": len(model.vocabulary), "embedder": model.embedder,
+               "adapter_rank": adapter.rank if adapter is not None else None,
                "digest": model.digest, "seconds": round(time.perf_counter() - started, 1)}
     if args.json:
         print_json(summary)

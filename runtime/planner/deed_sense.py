@@ -5,8 +5,9 @@ Players write "I carry off two crates of their saltglass", "swipe Odile's coin p
 while she's busy" or "make sure the whole quay hears she waters her oil": no list holds
 every way of doing a thing, and one more verb list fixes one more phrasing. This reads
 the whole input instead, with three trained regressions (a deed or not, a standing
-question or not, and on deeds, kind or harmful) over the input's MiniLM embedding
-beside its words and word pairs, the router's features (:mod:`.router`). Who is named
+question or not, and on deeds, kind or harmful) over the input's words and word pairs
+(the router's features, :mod:`.router`) beside its MiniLM embedding, read through an
+adapter fitted on the same labelled lines (:mod:`.tuned_encoder`). Who is named
 is masked first ("Odile" and "Captain Reyes" read as one name, "the Lampwrights" and
 "the Iron Syndicate" as one group), so what the classifier learns is the act, not the
 cast. A compound input is read clause by clause as well; the highest probability counts.
@@ -17,12 +18,14 @@ the other's; a deed's target is then whom the input names (:meth:`DeedSense.read
 skills' own table, :data:`.deeds.EVENTS`) is the nearest of :data:`EVENT_EXAMPLES` on the
 decided side: "swipe her purse" is ``stole``, "patch up his wounds" ``helped``.
 
-The weights ship beside this module (:data:`MODEL_PATH`); ``narratoria train deeds``
-fits them again from labelled datasets (the eval's JSONL, read by :func:`side_of_case`)
+The weights and the adapter ship beside this module (:data:`MODEL_PATH`); ``narratoria
+train deeds`` fits them again from labelled datasets (the eval's JSONL, read by :func:`side_of_case`)
 and records the datasets and their digest, so a test can tell when they went stale.
 
-Invariants: no model of its own (the router's embedder is passed in, and the weights
-say which embedder they were fitted for); an event returned is one of :data:`.deeds.EVENTS`.
+Invariants: no model of its own but the adapted copy of the router's embedder (passed in;
+the weights say which embedder they were fitted for, and an embedder that offers
+``tuned`` builds the copy where it lives); an event returned is one of
+:data:`.deeds.EVENTS`.
 """
 
 from __future__ import annotations
@@ -34,13 +37,15 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from narratoria.runtime.embedding import EmbeddingBackend
+from narratoria.runtime.embedding import LOCAL_MODEL, EmbeddingBackend
 from narratoria.runtime.planner.deeds import (EVENTS, PERCEPTION, REPUTATION, Deed, Entity, Mention, asks_standing,
                     fair_trade, mentions, person_and_group, read_deeds, taken_unasked,
                     told_about_group, unnamed, unnamed_group)
+from narratoria.runtime.planner.tuned_encoder import Adapter, TunedEncoder, fit_adapter
 from narratoria.runtime.planner.router import (PENALTY_C, build_vocabulary, clauses, fit_logistic, lexical,
                                                lexical_rows, sigmoid)
 
@@ -119,15 +124,21 @@ class SenseModel:
     embedder: str
     digest: str                   # of the examples it was fitted on
     datasets: tuple[str, ...] = ()  # where they came from, as given to ``train deeds``
+    adapter: Adapter | None = None  # the embedder's, fitted with the regressions
 
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         words = np.array(sorted(self.vocabulary, key=self.vocabulary.__getitem__), dtype=str)
+        factors = {} if self.adapter is None else {
+            f"{part}_{name}": array for name, pair in self.adapter.factors.items()
+            for part, array in zip(_FACTORS, pair)}
+        rank = {} if self.adapter is None else {"adapter_rank": np.array(self.adapter.rank)}
         with path.open("wb") as out:
             np.savez_compressed(out, vocabulary=words, embedder=np.array(self.embedder),
                                 digest=np.array(self.digest),
                                 datasets=np.array(list(self.datasets), dtype=str),
-                                **{f"w_{side}": w for side, w in self.weights.items()})
+                                **{f"w_{side}": w for side, w in self.weights.items()},
+                                **rank, **factors)
 
     @classmethod
     def load(cls, path: Path = MODEL_PATH) -> SenseModel:
@@ -137,7 +148,7 @@ class SenseModel:
                        {name: data[f"w_{name}"] for name in (*_REGRESSIONS, GROUP)
                         if f"w_{name}" in data},
                        str(data["embedder"]), str(data["digest"]),
-                       tuple(str(d) for d in data["datasets"]))
+                       tuple(str(d) for d in data["datasets"]), _adapter(data))
 
     def probabilities(self, features: np.ndarray) -> dict[str, float]:
         """Per side, its probability: a deed's and a question's are the highest over the
@@ -152,6 +163,27 @@ class SenseModel:
         if GROUP in self.weights:
             found[GROUP] = float(sigmoid(rows[0] @ self.weights[GROUP]))
         return found
+
+
+_FACTORS = ("a", "b")
+_SHIPPED: list[SenseModel] = []
+_SHIPPED_LOCK = threading.Lock()
+
+
+def _shipped() -> SenseModel:
+    """The shipped weights, read once per process."""
+    with _SHIPPED_LOCK:
+        if not _SHIPPED:
+            _SHIPPED.append(SenseModel.load())
+        return _SHIPPED[0]
+
+
+def _adapter(data: Mapping[str, np.ndarray]) -> Adapter | None:
+    if "adapter_rank" not in data:
+        return None
+    names = sorted(key[2:] for key in data.keys() if key.startswith("a_"))
+    return Adapter(int(data["adapter_rank"]), {name: (data[f"a_{name}"], data[f"b_{name}"])
+                                               for name in names})
 
 
 def mask(text: str, entities: Sequence[Entity] = ()) -> tuple[str, list[Mention]]:
@@ -193,16 +225,19 @@ def _training_features(embedder: EmbeddingBackend, texts: Sequence[str],
 
 
 def fit(examples: Sequence[Example], embedder: EmbeddingBackend, *,
-        c: float = PENALTY_C, datasets: Sequence[str] = ()) -> SenseModel:
+        c: float = PENALTY_C, datasets: Sequence[str] = (),
+        adapter: Adapter | None = None) -> SenseModel:
     """Three class-balanced regressions on the masked examples: a deed or not, a
     standing question or not, and (on the deeds alone) kind or harmful. Whether a deed
     is done is one question; splitting it between two sides left acts that read
     half-kind, half-harmful under either. A fourth, on the deeds that name both a
-    person and a group, reads which of the two it is done to."""
+    person and a group, reads which of the two it is done to. With an ``adapter``
+    (:func:`train_adapter`), the regressions read the adapted embedder's vectors."""
     masked = [mask(e.text, e.entities) for e in examples]
     texts = [text for text, _ in masked]
     vocabulary = build_vocabulary(texts)
-    x = _training_features(embedder, texts, vocabulary)
+    x = _training_features(embedder if adapter is None else TunedEncoder(adapter), texts,
+                           vocabulary)
     sides = np.array([e.side for e in examples])
     done = np.isin(sides, (KIND, HARMFUL))
     weights = {DEED: fit_logistic(x, done.astype(float), c=c),
@@ -219,7 +254,21 @@ def fit(examples: Sequence[Example], embedder: EmbeddingBackend, *,
         # the intercept takes back that prior and 0.5 is the likelier answer's line.
         weights[GROUP][-1] += np.log(to_group / to_person)
     return SenseModel(vocabulary, weights, embedder_name(embedder), digest(examples),
-                      tuple(datasets))
+                      tuple(datasets), adapter)
+
+
+_ADAPTER_CLASSES = {NONE: 0, KIND: 1, HARMFUL: 2, QUERY: 3}
+
+
+def train_adapter(examples: Sequence[Example], embedder: EmbeddingBackend,
+                  **options: Any) -> Adapter:
+    """An adapter for ``embedder`` (which must be the package's MiniLM) fitted to the
+    masked examples' sides; ``options`` go to :func:`.tuned_encoder.fit_adapter`."""
+    if embedder_name(embedder) != LOCAL_MODEL:
+        raise ValueError(f"an adapter is fitted to {LOCAL_MODEL}, not {embedder_name(embedder)}")
+    texts = [mask(e.text, e.entities)[0] for e in examples]
+    return fit_adapter(texts, [_ADAPTER_CLASSES[e.side] for e in examples],
+                       classes=len(_ADAPTER_CLASSES), **options)
 
 
 def digest(examples: Iterable[Example]) -> str:
@@ -265,6 +314,7 @@ class DeedSense:
         self.decide_at = decide_at
         self.veto_below = veto_below
         self._model = model
+        self._reader: EmbeddingBackend | None = None
         self._events: tuple[list[str], np.ndarray] | None = None
         self._lock = threading.Lock()
 
@@ -272,8 +322,28 @@ class DeedSense:
     def model(self) -> SenseModel:
         with self._lock:
             if self._model is None:
-                self._model = SenseModel.load()
+                self._model = _shipped()
             return self._model
+
+    @property
+    def reader(self) -> EmbeddingBackend:
+        """What the regressions read: the embedder, adapted where the weights carry an
+        adapter. The adapted MiniLM is built on first use, where the embedder lives when
+        it offers to (``tuned``: the daemon's embedder actor, for the shipped weights),
+        else in this process."""
+        model = self.model
+        with self._lock:
+            if self._reader is None and model.adapter is None:
+                self._reader = self.embedder
+            elif self._reader is None:
+                offer = getattr(self.embedder, "tuned", None)
+                remote = offer(model, model is _shipped()) if offer is not None else None
+                self._reader = remote if remote is not None else TunedEncoder(model.adapter)
+            return self._reader
+
+    def warm(self) -> None:
+        """Load the weights and the reader, so the first turn does not wait for them."""
+        self.read("warm up")
 
     def read(self, text: str, entities: Sequence[Entity] = ()) -> Reading:
         model = self.model
@@ -282,7 +352,7 @@ class DeedSense:
         if model.embedder != embedder_name(self.embedder):
             return Reading(NONE, {}, named_people)  # another embedder: the lists alone
         probabilities = model.probabilities(
-            features(self.embedder, [masked, *clauses(masked)], model.vocabulary))
+            features(self.reader, [masked, *clauses(masked)], model.vocabulary))
         deed, query = probabilities[DEED], probabilities[QUERY]
         if max(deed, query) < self.decide_at:
             side = NONE
@@ -374,7 +444,7 @@ class DeedSense:
                 and not any(e.kind == "npc" for e in entities):
             target = self._unnamed_target(text, entities)
         if reading.side in (KIND, HARMFUL) and target is None:
-            target = _described(text)
+            target = _named_in_passing(text, entities) or _described(text)
         if reading.side not in (KIND, HARMFUL) or target is None:
             return None
         side = HARMFUL if reading.side == KIND and taken_unasked(text) else reading.side
@@ -479,6 +549,22 @@ def as_done(text: str) -> str:
     """``text`` with a request for leave to act ("can I ...?") told as the act ("I ...")."""
     match = _LEAVE.match(text)
     return f"I {text[match.end():]}" if match else text
+
+
+def _named_in_passing(text: str, entities: Sequence[Entity]) -> Mention | None:
+    """Someone the campaign does not list, named by a capitalised name where it names no
+    one it knows ("Share my last rations with Ysolde", "I help Brother Aldo haul the
+    barrels"): a person met in play, whose opinion the perception skill keeps under the
+    name typed. A name that is a word of the campaign's own (a place, a thing, a group)
+    is none."""
+    if not any(e.kind == "npc" for e in entities):
+        return None  # with no cast, mentions() already reads capitalised names
+    known = {w for e in entities for alias in e.aliases for w in alias}
+    return next((m for m in mentions(text, ()) if m.entity.kind == "npc"
+                 and not set(_WORD.findall(m.entity.name.lower())) & known), None)
+
+
+_WORD = re.compile(r"[a-z][a-z'-]*")
 
 
 def _described(text: str) -> Mention | None:

@@ -131,6 +131,8 @@ class RoutedPlanner:
         scripts; returns the seconds spent."""
         started = time.perf_counter()
         self.router.route(request.player_input, request.offered())
+        if {s.ref for s in request.offered()} & {*UPDATE.values(), *QUERY.values()}:
+            self.sense.warm()
         self.model.warm(request)
         return time.perf_counter() - started
 
