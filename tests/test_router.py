@@ -13,8 +13,8 @@ from narratoria.runtime.planner.base import PlanRequest, PlanShape
 from narratoria.runtime.planner.grammar import explicit_values, plan_schema
 from narratoria.runtime.planner.model import ModelPlanner, chat_tokens
 from narratoria.runtime.planner.routed import RoutedPlanner, routed_planner
-from narratoria.runtime.planner.router import (SkillRouter, build_vocabulary, clauses, fit_logistic,
-                                              lexical, lexical_rows, word_features)
+from narratoria.runtime.planner.router import (MAX_CLAUSES, SkillRouter, build_vocabulary, clauses,
+                                               fit_logistic, lexical, lexical_rows, word_features)
 from narratoria.runtime.skills.discovery import SkillError, load_skill
 from narratoria.runtime.skills.registry import SkillRegistry
 
@@ -177,6 +177,14 @@ def test_a_compound_turn_routes_each_of_its_clauses(registry):
     assert "dice-roller" in chosen and "memory" in chosen
     # Neither skill reads the whole sentence alone as clearly as its own clause.
     assert router.route("What did the smuggler tell us about the guards?", every).chosen == ["memory"]
+
+
+def test_a_hostile_input_of_many_clauses_is_read_as_its_first_few():
+    """Every clause is embedded by the router and by the deed sense's adapted MiniLM: a
+    4,000-character turn of short clauses is read as its first MAX_CLAUSES."""
+    text = ("I rob Odile blind, " * 400)[:4000]
+    parts = clauses(text)
+    assert len(parts) == MAX_CLAUSES and parts[0] == "I rob Odile blind"
 
 
 def test_word_features_keep_the_intent_words():
