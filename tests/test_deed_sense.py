@@ -108,6 +108,23 @@ def test_a_standing_question_in_other_words_is_read(sense, text):
     assert sense.read(text, LONG_EBB).side == deed_sense.QUERY
 
 
+@pytest.mark.parametrize("text", [
+    "Odile, what is the Heartglass really worth to you?",
+    "Tamsin, how much is the lantern worth to you?",
+])
+def test_a_question_about_what_a_thing_is_worth_to_someone_asks_no_standing(sense, text):
+    """The adapted reader reads these as standing questions (a player's read of long_ebb
+    found the turn querying Odile and the Heartglass, lore, as a group): asking where the
+    player stands needs the player or a standing in the words."""
+    assert sense.turn(text, LONG_EBB) == ([], False)
+
+
+@pytest.mark.parametrize("text", ["rep w/ wardens?", "dov still pissed abt the barrels?",
+                                  "Does Odile trust me now?"])
+def test_a_standing_question_without_a_first_person_is_still_asked(sense, text):
+    assert sense.turn(text, LONG_EBB)[1]
+
+
 def test_the_planner_writes_a_sensed_deed_and_asks_whom_a_question_names(embedder):
     from narratoria.runtime.planner.model import ModelPlanner
     from narratoria.runtime.planner.routed import routed_planner

@@ -43,7 +43,7 @@ import numpy as np
 
 from narratoria.runtime.embedding import LOCAL_MODEL, EmbeddingBackend
 from narratoria.runtime.planner.deeds import (EVENTS, PERCEPTION, REPUTATION, Deed, Entity, Mention, asks_standing,
-                    fair_trade, mentions, person_and_group, read_deeds, taken_unasked,
+                    fair_trade, mentions, person_and_group, read_deeds, speaks_of_player, taken_unasked,
                     told_about_group, unnamed, unnamed_group)
 from narratoria.runtime.planner.tuned_encoder import Adapter, TunedEncoder, fit_adapter
 from narratoria.runtime.planner.router import (PENALTY_C, build_vocabulary, clauses, fit_logistic, lexical,
@@ -412,7 +412,7 @@ class DeedSense:
             return [], bool(asks and reading.probabilities[QUERY] >= self.veto_below), reading
         if asks and not (sure and reading.probabilities[QUERY] < self.veto_below):
             return [], True, reading
-        if reading.side == QUERY:
+        if reading.side == QUERY and speaks_of_player(text):
             return [], True, reading
         if _others_act(text, reading.named) or fair_trade(text) or _UNDONE.search(text):
             return [], False, reading

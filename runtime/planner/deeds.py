@@ -1751,6 +1751,21 @@ def about_standing(text: str) -> bool:
         me and bool(_STANDING_IDIOMS.search(text))) or bool(_STANDING_NOUN.search(text))
 
 
+def speaks_of_player(text: str) -> bool:
+    """Could ``text`` ask where the player stands? It names the player ("does Odile trust
+    me", "how are we with the guild") or a standing ("rep w/ wardens?", "orla trust lvl?",
+    "dov still pissed abt the barrels?"). "Odile, what is the Heartglass worth to you?"
+    does neither: it asks what a thing is worth to her, however close it reads."""
+    words = set(_words(text))
+    return bool(words & (_ME | _PLAYER | _ATTITUDE | _STANDING_WORDS)) or bool(
+        _STANDING_NOUN.search(text) or _STANDING_IDIOMS.search(text))
+
+
+_PLAYER = frozenset("i we we're mine im ive".split())
+# A standing as players shorten or swear it.
+_STANDING_WORDS = frozenset("rep pissed sore cross".split())
+
+
 # Ways of asking where one stands without a word of feeling.
 _STANDING_IDIOMS = re.compile(
     r"\b(?:make of|out to get|out for|good books|bad books|good graces|in for (?:me|us)|"

@@ -80,7 +80,7 @@ class RoutedPlanner:
         refs = {s.ref for s in offered}
         # No deed skill offered (the default set): nothing to read, no embedding to pay.
         reading = (await asyncio.to_thread(self.read, request.player_input, request.entities)
-                   if refs & {*UPDATE.values(), *QUERY.values()} else TurnReading([], False))
+                   if refs & DEED_REFS else TurnReading([], False))
         deeds, asks = [d for d in reading.deeds if UPDATE[d.skill] in refs], reading.asks
         chosen = decide(request, routing, deeds, refs, asks=asks, unsure=reading.unsure)
         if self.trust_model:
@@ -131,7 +131,7 @@ class RoutedPlanner:
         scripts; returns the seconds spent."""
         started = time.perf_counter()
         self.router.route(request.player_input, request.offered())
-        if {s.ref for s in request.offered()} & {*UPDATE.values(), *QUERY.values()}:
+        if {s.ref for s in request.offered()} & DEED_REFS:
             self.sense.warm()
         self.model.warm(request)
         return time.perf_counter() - started
@@ -215,6 +215,7 @@ UPDATE = {PERCEPTION: "npc-perception/update-perception",
           REPUTATION: "reputation/update-reputation"}
 QUERY = {PERCEPTION: "npc-perception/query-perception",
          REPUTATION: "reputation/query-reputation"}
+DEED_REFS = frozenset({*UPDATE.values(), *QUERY.values()})
 MAX_DEED_CALLS = 3  # NPCs changed by one turn; more read as a list, not deeds
 
 
