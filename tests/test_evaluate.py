@@ -275,7 +275,7 @@ def tuned_on() -> set[str]:
     return {" ".join(t.lower().split()) for t in texts}
 
 
-HELD_OUT_DEEDS = tuple(f"planner_deeds_heldout{n}.jsonl" for n in range(2, 24))
+HELD_OUT_DEEDS = tuple(f"planner_deeds_heldout{n}.jsonl" for n in range(2, 28))
 # The held-out sets that play in campaigns of their own, which nothing is fitted on.
 HELD_OUT_CAMPAIGNS = {"planner_deeds_heldout4.jsonl": "tests/data/heldout/vellgate_heldout",
                       "planner_deeds_heldout5.jsonl": "tests/data/heldout/brannoch_rise_heldout5",
@@ -306,7 +306,15 @@ HELD_OUT_CAMPAIGNS = {"planner_deeds_heldout4.jsonl": "tests/data/heldout/vellga
                       "planner_deeds_heldout22.jsonl":
                           "tests/data/heldout/regency_ballroom_heldout22",
                       "planner_deeds_heldout23.jsonl":
-                          "tests/data/heldout/drowned_city_heldout23"}
+                          "tests/data/heldout/drowned_city_heldout23",
+                      "planner_deeds_heldout24.jsonl":
+                          "tests/data/heldout/sandglass_caravan_heldout24",
+                      "planner_deeds_heldout25.jsonl":
+                          "tests/data/heldout/jade_peak_sect_heldout25",
+                      "planner_deeds_heldout26.jsonl":
+                          "tests/data/heldout/rustwater_commune_heldout26",
+                      "planner_deeds_heldout27.jsonl":
+                          "tests/data/heldout/meridian_summit_heldout27"}
 
 
 def test_held_out_deeds_are_separate_from_everything_tuned_on():
