@@ -672,6 +672,41 @@ def test_a_person_no_cast_names_handed_to_a_group_is_a_deed_to_each(sense, text,
     assert _done(sense.turn(text)[0]) == expected
 
 
+@pytest.mark.parametrize("text, expected", [
+    # the person handed as "him" or "her", the group after the verb or, handed over, before
+    ("I tie up Corran Hale and hand him over to the Lampwrights Guild",
+     [("corran_hale", "down"), ("lampwrights_guild", "up")]),
+    ("I march Odile down the harbour steps and hand her over to the Tithe Wardens",
+     [("odile_venn", "down"), ("tithe_wardens", "up")]),
+    ("I drag Wick to the Tithe Wardens' booth and hand him over for the buttons",
+     [("tithe_wardens", "up"), ("wick", "down")]),
+    # how the person is held between them, and "before" or "into"
+    ("I haul Meret in chains before the Lampwrights", [("lampwrights_guild", "up"),
+                                                       ("meret_alder", "down")]),
+    ("I bring Tamsin to the Tithe Wardens in cuffs", [("tamsin_cask", "down"),
+                                                     ("tithe_wardens", "up")]),
+    # a verb four words before the person, the group described on the way
+    ("turn the old thief Meret over to the angry Wardens",
+     [("meret_alder", "down"), ("tithe_wardens", "up")]),
+])
+def test_a_person_taken_or_handed_to_a_group_in_other_words_is_a_deed_to_each(text, expected):
+    """A player's read of the held-out sets found most hand-overs read as one deed:
+    the person named once and then "him" or "her", held "in cuffs" on the way, or
+    brought "before" the group."""
+    assert sorted((d.target.id, "up" if d.delta > 0 else "down")
+                  for d in person_and_group(text, LONG_EBB)) == sorted(expected)
+
+
+@pytest.mark.parametrize("text", [
+    "I walk Odile to the Lampwrights' hall and hand her the lantern",  # a thing handed
+    "I bring Tamsin to the Tithe Wardens' booth to pay her tithe",      # brought, not held
+    "The wardens catch Wick and he hands her over to the Lampwrights",   # another's act
+    "I take Meret by the arm to the Lampwrights",                        # led, not held
+])
+def test_a_person_brought_or_walked_to_a_group_is_not_handed_over(text):
+    assert person_and_group(text, LONG_EBB) == []
+
+
 @pytest.mark.parametrize("text", [
     "hand the ledger over to the guild",
     "hand the old letters over to the guild",

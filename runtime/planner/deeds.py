@@ -1472,6 +1472,13 @@ def fair_trade(clause: str) -> bool:
 _HANDING = frozenset("hand deliver surrender sell betray turn give drag march haul report "
                      "snitch rat inform expose denounce".split())
 _HANDING_PARTICLES = frozenset("over up in back out on".split())
+# How a person is held when taken to a group: "in cuffs", "by the collar", "gagged".
+_CAPTIVE = frozenset("cuffs handcuffs chains irons ropes restraints shackles manacles fetters "
+                     "bound gagged tied trussed zip-tied collar scruff ear gunpoint knifepoint "
+                     "swordpoint".split())
+_JOINTS = frozenset("to against before into".split())
+_LEADING = frozenset("bring take lead escort carry".split())
+_CLAUSE_BREAKS = frozenset("and then so but while who which that".split())
 # Telling a group on a person: "tip off the Inquisition that Alvise reads Luther",
 # "inform the watch where Jory hides", "alert the guards about Silas".
 _INFORMING = frozenset("tip inform alert report snitch rat".split())
@@ -1485,31 +1492,100 @@ def person_and_group(text: str, entities: Sequence[Entity] = ()) -> list[Deed]:
     """One act that is a deed to a person and another to a group, else none: a person
     handed over to a group (the person betrayed, the group favoured) or a person's side
     taken against a group (the person defended, the group denounced). The person follows
-    the verb closely, and only a particle ("over", "up") or "side" stands between the
-    person and "to" or "against" the group."""
+    the verb closely, and only a particle ("over", "up"), "side" or how the person is
+    held ("in cuffs", "by the collar") stands between the person and "to" or "against"
+    the group; a person named before is handed as "him" or "her" ("I tie up Jonah and
+    hand him over to the Union")."""
     words = _words(text)
     named = mentions(text, entities)
+    groups = [m for m in named if m.entity.kind == "faction" and m.holding is None]
+    captive = bool(_CAPTIVE & set(words))
     for person in (m for m in named if m.entity.kind == "npc" and not m.guess):
-        lead = {_lemma(w) for w in words[max(0, person.start - 3):person.start]}
-        for group in named:
-            if group.entity.kind != "faction" or group.holding is not None \
-                    or group.start <= person.end:
+        lead = words[max(0, person.start - 4):person.start]
+        handing = any(_handing(w, captive) for w in lead)
+        for group in (g for g in groups if g.start > person.end):
+            joint = _joint(words, group.start)
+            if joint is None or joint < person.end:
                 continue
-            joint = group.start - (2 if words[group.start - 1] in ("the", "their") else 1)
             between = words[person.end:joint]
-            if len(between) > 2:
-                continue
-            if words[joint] == "to" and lead & _HANDING and set(between) <= _HANDING_PARTICLES:
+            if handing and _handed_between(between, words[joint], captive):
                 pair = ("betrayed", "favoured")
-            elif words[joint] == "against" and lead & _SIDING and set(between) <= {"side"}:
+            elif words[joint] == "against" and {_lemma(w) for w in lead} & _SIDING \
+                    and set(between) <= {"side"}:
                 pair = ("defended", "denounced")
             else:
                 continue
             return _betrayed_to(person.entity, group.entity, pair, text)
+    handed = _handed_as_pronoun(words, named, groups, captive)
+    if handed is not None:
+        return _betrayed_to(*handed, ("betrayed", "favoured"), text)
     informed = _informed_on(words, named)
     if informed is not None:
         return _betrayed_to(*informed, ("betrayed", "favoured"), text)
     return _handed_unnamed(text, named)
+
+
+def _handing(word: str, captive: bool = False) -> bool:
+    """Does ``word`` hand someone over? Bringing, taking or leading someone does only
+    when the person is held ("I bring Valdane to the council in restraints")."""
+    forms = {_lemma(word), *_forms(word)}
+    return bool(forms & _HANDING or (captive and forms & _LEADING))
+
+
+def _joint(words: Sequence[str], start: int) -> int | None:
+    """Where the words leading to a group mentioned at ``start`` begin: "to", "against",
+    "before" or "into" just before it, past "the" and up to two words that describe it
+    ("to the striking haulers")."""
+    k, described = start - 1, 0
+    while k >= 0 and words[k] not in _JOINTS:
+        if words[k] not in ("the", "their"):
+            described += 1
+        if described > 2 or words[k] in _CLAUSE_BREAKS or (
+                _lemma(words[k]) in _VERBS and not words[k].endswith("ing")):
+            return None  # "hand Odile over to save the Guild"
+        k -= 1
+    return k if k >= 0 else None
+
+
+def _handed_between(between: Sequence[str], joint: str, captive: bool) -> bool:
+    """Do the words between a handed person and the group leave the person handed? Only
+    particles, with "to" ("give Ivo up to the Hunt"), or, when the person is held
+    (``captive``), a few words and "to", "before" or "into" ("drag Halloway in chains
+    before the Brethren's council", "march Kade into the security office in cuffs")."""
+    if joint == "against":
+        return False
+    if set(between) <= _HANDING_PARTICLES and joint == "to":
+        return True
+    return captive and len(between) <= 6 and not any(
+        w in _CLAUSE_BREAKS or _lemma(w) in _VERBS for w in between)
+
+
+def _handed_as_pronoun(words: Sequence[str], named: Sequence[Mention],
+                       groups: Sequence[Mention], captive: bool) -> tuple[Entity, Entity] | None:
+    """The person and the group of "... hand him over to the Wardens", the person named
+    before the verb ("I march Odile down the steps and hand her over to the Wardens"),
+    the group after it or, handed "over" or "in", before it."""
+    for verb, word in enumerate(words[:-1]):
+        if not _handing(word, captive) or words[verb + 1] not in ("him", "her") or (
+                verb and words[verb - 1] in ("he", "she", "they", "who")):
+            continue
+        person = next((m for m in reversed(named) if m.entity.kind == "npc" and not m.guess
+                       and m.end <= verb), None)
+        if person is None:
+            continue
+        group = next((g for g in groups if g.start > verb + 1), None)
+        joint = None if group is None else _joint(words, group.start)
+        if group is not None and joint is not None and joint > verb \
+                and _handed_between(words[verb + 2:joint], words[joint], captive):
+            return person.entity, group.entity
+        # Taken to the group first: "I drag Moth to the militia's guardhouse and hand her
+        # over", "... and turn him in for the buttons".
+        after = words[verb + 2:verb + 3]
+        taken_to = next((g for g in groups if person.end <= g.start < verb), None)
+        if taken_to is not None and after and after[0] in ("over", "in") \
+                and words[verb + 3:verb + 4] in ([], ["for"], ["as"]):
+            return person.entity, taken_to.entity
+    return None
 
 
 def _informed_on(words: Sequence[str], named: Sequence[Mention]) -> tuple[Entity, Entity] | None:
