@@ -101,6 +101,31 @@ def test_company_looking_and_others_acts_are_no_deed(sense, text, entities):
 
 
 @pytest.mark.parametrize("text", [
+    "Three masked cutthroats jump me under the bridge. I cut them down.",
+    "A hooded brigand steps out of the reeds and grabs for my purse. I club him with my lantern.",
+    "Two boarders in void suits come through the hull breach. I hold them off with a torch.",
+    "I imagine standing up at the Lampwrights' meeting and denouncing Odile. I stay seated.",
+    "In my dream the wardens drag Wick away and I do nothing to stop them.",
+    "sell the brass compass to tamsin, take whatever she offers",
+])
+def test_fighting_off_nameless_attackers_a_dream_and_a_sale_are_no_deed(sense, text):
+    """The labelling guide's not-deeds that the adapted reader reads as deeds (0.99 on
+    the brigand): fighting off attackers no one names, a deed only imagined or dreamt,
+    a sale at whatever the buyer offers. The router's guess is put aside too (unsure)."""
+    reading = sense.turn_reading(text, LONG_EBB)
+    assert (reading.deeds, reading.asks) == ([], False)
+    assert reading.unsure or "offers" in text
+
+
+@pytest.mark.parametrize("text, target", [
+    ("The Tithe Wardens charge me on the quay. I cut down their captain.", "tithe_wardens"),
+    ("Corran comes at me with a boathook and I punch him in the jaw.", "corran_hale"),
+])
+def test_fighting_off_someone_the_campaign_names_is_still_a_deed(sense, text, target):
+    assert [d.target.id for d in sense.turn(text, LONG_EBB)[0]] == [target]
+
+
+@pytest.mark.parametrize("text", [
     "would Meret still open her door to me after all that?",
     "Are the Tithe Wardens done being angry with us yet?",
 ])

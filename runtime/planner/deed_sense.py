@@ -380,7 +380,8 @@ class DeedSense:
                                              probabilities[QUERY]) < ROUTER_VETO_BELOW
         if not deeds and not asks and not asks_standing(text):
             done = as_done(text)
-            unsure = unsure or bool(_UNDONE.search(done) or _others_act(done, reading.named))
+            unsure = unsure or bool(_UNDONE.search(done) or _others_act(done, reading.named)
+                                    or fends_off(done, entities))
         return TurnReading(told_about_group(text, entities, deeds), asks, unsure)
 
     def _turn(self, text: str, entities: Sequence[Entity] = ()
@@ -397,6 +398,8 @@ class DeedSense:
         deeds = read_deeds(text, entities)
         reading = self._own_reading(text, entities)
         sure = bool(reading.probabilities)  # no probabilities: weights for another embedder
+        if fends_off(text, entities):
+            return [], False, reading
         if deeds and (_UNDONE.search(text) or (
                 fair_trade(text) and all(d.event == "gift" for d in deeds))):
             # thought of, not done ("I think about robbing them. Not tonight."), or a
@@ -515,12 +518,41 @@ _UNDONE = re.compile(r"\b(?:not (?:now|tonight|yet|today)\b|sleep on it|(?:don't
                      # back", "i wish i could punch him", "if i had the money i'd ..."
                      r"\bsome ?day\b|\bone of these days\b|\bi wish\b|\b(?:i'?d|i would) love to\b|"
                      r"\bif (?:i|we) (?:had|could|were)\b|\bimagine if\b|\bnote to self\b|"
+                     # only imagined or dreamt: "I imagine denouncing her at the rite"
+                     r"\b(?:i|we) imagine\b|\bin (?:my|our) dreams?\b|\bpicture (?:myself|us)\b|"
+                     r"\b(?:i|we) dream(?:ed|t)? (?:of|about|that)\b|"
                      # a deed only heard of: "i hear jem stole from the baker"
                      r"^\W*(?:i|we) (?:hear|heard|overhear|overheard)\b|\b(?:i|we) read about\b|"
                      # a deed thought of and let go: "…, but I keep quiet"
                      r"\bbut (?:then )?(?:i|we) (?:keep quiet|stay quiet|say nothing|"
                      r"hold (?:my|our) tongue|think better of it|change (?:my|our) mind|"
                      r"stop (?:myself|ourselves)|do nothing))", re.I)
+
+
+# The player set upon ("three masked bandits jump me", "a hooded brigand steps out of the
+# pines and grabs for my reins", "two boarders come through the hull breach") and fighting
+# back: no deed to anyone whose opinion is kept, as the labelling guide has it ("fighting
+# monsters, animals, nameless guards").
+_SET_UPON = re.compile(
+    r"\b(?:jump(?:s|ed)? (?:me|us)|attack(?:s|ed)? (?:me|us)|ambush(?:es|ed)? (?:me|us)|"
+    r"(?:lunge|swing|leap|spring|come)s? at (?:me|us)|lunged at|sprang at|came at|"
+    r"grabs? for (?:my|our)|charg(?:es|ing|ed)|steps? out of|crash(?:es|ed)? out of|"
+    r"(?:come|comes|came|burst|bursts) through)\b", re.I)
+_FIGHT_BACK = re.compile(
+    r"\b(?:cut|cuts|club|clubs|stab|stabs|hack|hacks|fight|fights|fend|fends|hold (?:them|him|"
+    r"her|it) off|shoot|shoots|strike|strikes|parry|duck|kill|kills|meet|meets|drive|drives|"
+    r"knock|knocks|slash|slashes|punch|punches|kick|kicks|shove|shoves|beat|beats|"
+    r"set my spear)\b", re.I)
+
+
+def fends_off(text: str, entities: Sequence[Entity] = ()) -> bool:
+    """Does the player fight off attackers no one names ("Three masked bandits jump me
+    below the bend. I cut them down")? A person or group the campaign names is another
+    matter ("the Tithe Wardens charge me; I cut down their captain")."""
+    if not (_SET_UPON.search(text) and _FIGHT_BACK.search(text)):
+        return False
+    return not any(m.entity.kind in ("npc", "faction") and not m.guess
+                   for m in mentions(text, entities))
 
 
 # The player named as the doer where someone else is the sentence's subject.

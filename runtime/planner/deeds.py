@@ -1445,7 +1445,7 @@ _FAIR_TRADE = re.compile(
     r"\b(?:(?:at|for|pay|paying|pays|paid) )?(?:(?:the|their|his|her|a|its) )?"
     r"(?:marked|asking|going|listed|normal|usual|fair|posted|standard|full|regular) "
     r"(?:price|rate|fee|fare|toll)\b"
-    r"|\bwhat (?:they|he|she|it|you) (?:charges?|asks?|asked|wants?)\b"
+    r"|\bwhat(?:ever)? (?:they|he|she|it|you) (?:charges?|asks?|asked|wants?|offers?|offered)\b"
     r"|\bprice on the (?:board|sign|tag|slate|menu)\b"
     r"|\b(?:(?:the|his|her|their|its|my) usual|the exact|exact) (?:\w+ )?"
     r"(?:coins?|coppers?|pennies|penny|silver|fare|change|dollars?|bits?|shillings?|price|rate|fee)\b",
