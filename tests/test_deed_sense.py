@@ -636,9 +636,11 @@ def test_the_player_named_as_the_doer_after_someone_else_is_read(sense, text, ex
     assert _done(sense.turn(text, LONG_EBB)[0]) == expected
 
 
-def test_a_standing_question_a_verb_list_misreads_is_still_asked(sense):
+@pytest.mark.parametrize("text", ["where do i stand with the bellkeepers",
+                                  "wats my standing w/ the tithe wardens"])  # no "?" or question word
+def test_a_standing_question_a_verb_list_misreads_is_still_asked(sense, text):
     # "stand with" is a deed to the lists ("I stand with the Bellkeepers"), not here.
-    assert sense.turn("where do i stand with the bellkeepers", LONG_EBB) == ([], True)
+    assert sense.turn(text, LONG_EBB) == ([], True)
 
 
 def test_a_name_then_a_group_is_two_names():

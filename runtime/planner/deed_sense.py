@@ -411,11 +411,13 @@ class DeedSense:
             return both, False, reading  # a person handed to a group, or sided with against one
         if deeds and not (sure and reading.probabilities[DEED] < self.veto_below):
             return deeds, False, reading
+        # a question the fitted reading is sure of, where the player or a standing is named
+        read_as_question = reading.side == QUERY and speaks_of_player(text)
         if deeds:  # the lists misread it ("where do i stand with the sidewinders")
-            return [], bool(asks and reading.probabilities[QUERY] >= self.veto_below), reading
-        if asks and not (sure and reading.probabilities[QUERY] < self.veto_below):
-            return [], True, reading
-        if reading.side == QUERY and speaks_of_player(text):
+            return [], bool((asks and reading.probabilities[QUERY] >= self.veto_below)
+                            or read_as_question), reading
+        if (asks and not (sure and reading.probabilities[QUERY] < self.veto_below)) \
+                or read_as_question:
             return [], True, reading
         if _others_act(text, reading.named) or fair_trade(text) or _UNDONE.search(text):
             return [], False, reading
