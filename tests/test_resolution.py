@@ -126,6 +126,18 @@ def test_a_deed_after_a_clause_put_before_it_is_still_risky(action, kind, phrase
     assert deed is not None and (deed.kind, deed.phrase) == (kind, phrase), deed
 
 
+@pytest.mark.parametrize("action, phrase", [
+    ("Three masked cutthroats jump me under the bridge. I cut them down with my boathook.",
+     "cut them down with your boathook"),
+    ("The wardens are coming. Run for the quay!", "run for the quay"),
+    ("I climb the sea wall. Then I look around.", "climb the sea wall"),
+])
+def test_the_deed_phrase_of_several_sentences_is_the_players_own(action, phrase):
+    """A player's read found the lead "You set yourself to three masked cutthroats jump you
+    under the bridge. you cut them down..., and you succeed": the whole input as the deed."""
+    assert deed_phrase(action) == phrase
+
+
 def test_the_deed_phrase_drops_the_attempt_and_the_dice_request():
     assert deed_phrase("I try to talk Odile up to forty silver crowns and roll to persuade her") \
         == "talk Odile up to forty silver crowns"

@@ -143,7 +143,11 @@ def you_form(action: str) -> str | None:
 
 def deed_phrase(action: str) -> str | None:
     """The deed itself as a verb phrase ("climb the sea wall" for "I try to climb the sea
-    wall and roll for it"), or None (see :func:`you_form`)."""
+    wall and roll for it"), or None (see :func:`you_form`). Of several sentences, the
+    deed is the first the player leads, else the last ("Three cutthroats jump me. I cut
+    them down": "cut them down"; the whole once read "You set yourself to three
+    cutthroats jump you...")."""
+    action = _players_sentence(action)
     sentence = you_form(action)
     if sentence is not None and not sentence.lower().startswith("you ") \
             and (own := _split_fronted(" ".join(action.split()))) is not None:
@@ -162,6 +166,18 @@ def deed_phrase(action: str) -> str | None:
     if len(phrase) > MAX_PHRASE:
         phrase = phrase[:MAX_PHRASE].rsplit(" ", 1)[0]
     return phrase
+
+
+def _players_sentence(action: str) -> str:
+    parts = [p for p in _SENTENCE_END.split(" ".join(action.split())) if p]
+    if len(parts) < 2:
+        return action
+    # else the last: what is put first sets the scene ("The wardens come. Run for the quay")
+    return next((p for p in parts if (w := _WORD.match(p)) and w.group(0).lower() in _OPENERS),
+                parts[-1])
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Za-z])")
 
 
 def _swap(text: str) -> str:
