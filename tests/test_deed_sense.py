@@ -636,6 +636,19 @@ def test_the_player_named_as_the_doer_after_someone_else_is_read(sense, text, ex
     assert _done(sense.turn(text, LONG_EBB)[0]) == expected
 
 
+@pytest.mark.parametrize("text", ["my standing with the bellkeepers", "my rep with the wardens",
+                                  "our standing with the Lampwrights Guild?"])
+def test_a_standing_named_and_nothing_else_asks_to_see_it(sense, text):
+    """A player's read found "my standing with the bellkeepers" done as a deed ("stand
+    with": defended), and the adapted reader read "my rep with the wardens" as one (0.85)."""
+    assert sense.turn(text, LONG_EBB) == ([], True)
+
+
+def test_a_standing_named_before_a_deed_leaves_the_deed(sense):
+    deeds, asks = sense.turn("my rep with the wardens is bad so I bribe their captain", LONG_EBB)
+    assert deeds and not asks
+
+
 @pytest.mark.parametrize("text", ["where do i stand with the bellkeepers",
                                   "wats my standing w/ the tithe wardens"])  # no "?" or question word
 def test_a_standing_question_a_verb_list_misreads_is_still_asked(sense, text):

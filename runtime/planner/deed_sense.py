@@ -43,7 +43,8 @@ import numpy as np
 
 from narratoria.runtime.embedding import LOCAL_MODEL, EmbeddingBackend
 from narratoria.runtime.planner.deeds import (EVENTS, PERCEPTION, REPUTATION, Deed, Entity, Mention, asks_standing,
-                    fair_trade, mentions, person_and_group, read_deeds, speaks_of_player, taken_unasked,
+                    fair_trade, mentions, names_standing_only, person_and_group, read_deeds,
+                    speaks_of_player, taken_unasked,
                     told_about_group, unnamed, unnamed_group)
 from narratoria.runtime.planner.tuned_encoder import Adapter, TunedEncoder, fit_adapter
 from narratoria.runtime.planner.router import (PENALTY_C, build_vocabulary, clauses, fit_logistic, lexical,
@@ -403,6 +404,8 @@ class DeedSense:
         sure = bool(reading.probabilities)  # no probabilities: weights for another embedder
         if fends_off(text, entities):
             return [], False, reading
+        if names_standing_only(text):
+            return [], True, reading
         if deeds and (_UNDONE.search(text) or (
                 fair_trade(text) and all(d.event == "gift" for d in deeds))):
             # thought of, not done ("I think about robbing them. Not tonight."), or a

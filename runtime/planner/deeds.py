@@ -1855,6 +1855,18 @@ _STANDING_NOUN = re.compile(
     r"\b(?:(?:my|our) (?:rep|reputation|standing|goodwill|relationship|relations)"
     r"|(?:rep|reputation|standing|goodwill) (?:with|among|in)"
     r"|goodwill (?:do|does) (?:i|we))\b", re.I)
+# The standing named and nothing else: "my rep with the wardens", "our standing w/ the
+# Lampwrights?" ("stand with" is no deed here, and the adapted reader took the first for one).
+_STANDING_ONLY = re.compile(
+    r"^\W*(?:(?:what'?s|whats|wats|hows|how'?s) )?(?:my|our) (?:rep|reputation|standing|goodwill|"
+    r"relationship|relations)(?:\s+(?:with|among|in|w/)\s+(?:the\s+)?[\w'’-]+(?:\s+[\w'’-]+){0,3})?"
+    r"\s*[?.!]*\s*$", re.I)
+
+
+def names_standing_only(text: str) -> bool:
+    return bool(_STANDING_ONLY.match(" ".join(text.split())))
+
+
 # Asking without a question mark: "check my reputation with the wardens", "tell me
 # where I stand with Helix".
 _ASK_VERBS = frozenset("check show tell see look review consult".split())
@@ -1862,6 +1874,8 @@ _ASK_VERBS = frozenset("check show tell see look review consult".split())
 
 def asks_standing(text: str) -> bool:
     """A question about where the player stands, or a request to see it."""
+    if names_standing_only(text):
+        return True
     words = _words(text)
     question = text.rstrip().endswith("?") or (bool(words) and words[0] in _QUESTION_START)
     request = bool(words) and words[0] in _ASK_VERBS and (
